@@ -2,15 +2,42 @@
 //! `io/netif.h`), laid out byte for byte in a 4 KiB shared page.
 //!
 //! Contract:
-//! - All raw access to a shared ring page lives in [`ring`]; slots are read with one volatile
+//! - All raw access to a shared ring page lives in [`ring`]; a slot is read with one volatile
 //!   copy into a local value ([`slots`]), so a value read from shared memory is read once.
-//! - Only the frontend initializes a shared ring ([`ring::FrontRing::init`]).
+//! - Only the frontend initializes a shared ring ([`FrontRing::init`]).
 //! - Index arithmetic wraps at 2^32 exactly as `RING_IDX` does in C.
-//! - Nothing here trusts the peer: [`ring::BackRing::unconsumed_requests`] reports a producer
-//!   that ran further ahead than the ring size as an error instead of a count.
+//! - Nothing here trusts the peer: [`BackRing::unconsumed_requests`] reports a producer that
+//!   ran further ahead than the ring size as an error instead of a count.
+//!
+//! The frontend/backend *packet* logic (slot assembly, validation, GSO) lives with netback and
+//! netfront; this crate knows rings and slot formats only.
 
 pub mod ring;
 pub mod slots;
 
-pub use ring::{BackRing, FrontRing, RingError, RingIdx, RingMemory, RingKind, RxRing, TxRing};
+pub use ring::{
+    need_notify, BackRing, FrontRing, RingError, RingIdx, RingKind, RingMemory, RxRing, TxRing,
+    RING_PAGE_SIZE,
+};
 pub use slots::*;
+
+/// Feature and key names of the vif xenstore protocol (`io/netif.h`).
+pub mod keys {
+    pub const TX_RING_REF: &str = "tx-ring-ref";
+    pub const RX_RING_REF: &str = "rx-ring-ref";
+    pub const EVENT_CHANNEL: &str = "event-channel";
+    pub const REQUEST_RX_COPY: &str = "request-rx-copy";
+    pub const FEATURE_SG: &str = "feature-sg";
+    pub const FEATURE_GSO_TCPV4: &str = "feature-gso-tcpv4";
+    pub const FEATURE_GSO_TCPV6: &str = "feature-gso-tcpv6";
+    pub const FEATURE_RX_NOTIFY: &str = "feature-rx-notify";
+    pub const FEATURE_RX_COPY: &str = "feature-rx-copy";
+    pub const FEATURE_RX_FLIP: &str = "feature-rx-flip";
+    pub const MAC: &str = "mac";
+    pub const STATE: &str = "state";
+    pub const HANDLE: &str = "handle";
+    pub const FRONTEND: &str = "frontend";
+    pub const BACKEND: &str = "backend";
+    pub const FRONTEND_ID: &str = "frontend-id";
+    pub const BACKEND_ID: &str = "backend-id";
+}
