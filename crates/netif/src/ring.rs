@@ -28,7 +28,7 @@ pub struct RingIdx(pub u32);
 
 impl RingIdx {
     /// `self + n`, wrapping.
-    pub fn add(self, n: u32) -> RingIdx {
+    pub fn plus(self, n: u32) -> RingIdx {
         RingIdx(self.0.wrapping_add(n))
     }
     /// `self - earlier` as a wrapping distance.
@@ -107,7 +107,7 @@ struct Page<M: RingMemory>(M);
 
 impl<M: RingMemory> Page<M> {
     fn idx(&self, off: usize) -> &AtomicU32 {
-        debug_assert!(off + 4 <= RING_HEADER_SIZE && off % 4 == 0);
+        debug_assert!(off + 4 <= RING_HEADER_SIZE && off.is_multiple_of(4));
         // SAFETY: RingMemory guarantees a live, 8-aligned 4096-byte page; `off` is a 4-aligned
         // offset inside the header, and every access to it (ours and the peer's) is atomic.
         unsafe { &*(self.0.page_ptr().add(off) as *const AtomicU32) }
@@ -171,8 +171,8 @@ impl<K: RingKind, M: RingMemory> FrontRing<K, M> {
         }
         page.store(OFF_REQ_PROD, start);
         page.store(OFF_RSP_PROD, start);
-        page.store(OFF_REQ_EVENT, start.add(1));
-        page.store(OFF_RSP_EVENT, start.add(1));
+        page.store(OFF_REQ_EVENT, start.plus(1));
+        page.store(OFF_RSP_EVENT, start.plus(1));
         FrontRing {
             page,
             req_prod_pvt: start,
@@ -205,7 +205,7 @@ impl<K: RingKind, M: RingMemory> FrontRing<K, M> {
         K::encode_request(req, &mut buf[..K::ENTRY_SIZE]);
         self.page
             .write_entry::<K>(self.req_prod_pvt, &buf[..K::ENTRY_SIZE]);
-        self.req_prod_pvt = self.req_prod_pvt.add(1);
+        self.req_prod_pvt = self.req_prod_pvt.plus(1);
         true
     }
 
@@ -249,7 +249,7 @@ impl<K: RingKind, M: RingMemory> FrontRing<K, M> {
     pub fn take_response(&mut self) -> K::Response {
         fence(Ordering::Acquire); // rmb(): index read before the entry
         let raw = self.page.read_entry::<K>(self.rsp_cons);
-        self.rsp_cons = self.rsp_cons.add(1);
+        self.rsp_cons = self.rsp_cons.plus(1);
         K::decode_response(&raw[..K::ENTRY_SIZE])
     }
 
@@ -259,7 +259,7 @@ impl<K: RingKind, M: RingMemory> FrontRing<K, M> {
         if self.unconsumed_responses()? > 0 {
             return Ok(true);
         }
-        self.page.store(OFF_RSP_EVENT, self.rsp_cons.add(1));
+        self.page.store(OFF_RSP_EVENT, self.rsp_cons.plus(1));
         Ok(self.unconsumed_responses()? > 0)
     }
 }
@@ -318,7 +318,7 @@ impl<K: RingKind, M: RingMemory> BackRing<K, M> {
     pub fn take_request(&mut self) -> K::Request {
         fence(Ordering::Acquire); // rmb(): index read before the entry
         let raw = self.page.read_entry::<K>(self.req_cons);
-        self.req_cons = self.req_cons.add(1);
+        self.req_cons = self.req_cons.plus(1);
         K::decode_request(&raw[..K::ENTRY_SIZE])
     }
 
@@ -331,7 +331,7 @@ impl<K: RingKind, M: RingMemory> BackRing<K, M> {
         K::encode_response(rsp, &mut buf[..K::ENTRY_SIZE]);
         self.page
             .write_entry::<K>(self.rsp_prod_pvt, &buf[..K::ENTRY_SIZE]);
-        self.rsp_prod_pvt = self.rsp_prod_pvt.add(1);
+        self.rsp_prod_pvt = self.rsp_prod_pvt.plus(1);
     }
 
     /// Responses written but not yet pushed.
@@ -355,7 +355,7 @@ impl<K: RingKind, M: RingMemory> BackRing<K, M> {
         if self.unconsumed_requests()? > 0 {
             return Ok(true);
         }
-        self.page.store(OFF_REQ_EVENT, self.req_cons.add(1));
+        self.page.store(OFF_REQ_EVENT, self.req_cons.plus(1));
         Ok(self.unconsumed_requests()? > 0)
     }
 }
@@ -427,7 +427,7 @@ mod tests {
     #[test]
     fn index_arithmetic_wraps_at_2_pow_32() {
         let a = RingIdx(u32::MAX - 1);
-        let b = a.add(3);
+        let b = a.plus(3);
         assert_eq!(b, RingIdx(1));
         assert_eq!(b.distance_from(a), 3);
         assert_eq!(a.slot(256), 254);
@@ -513,12 +513,12 @@ mod tests {
     #[test]
     fn producer_far_past_ring_size_is_an_error() {
         let (mut f, b) = pair(u32::MAX - 10);
-        f.set_shared_req_prod(RingIdx(u32::MAX - 10).add(257));
+        f.set_shared_req_prod(RingIdx(u32::MAX - 10).plus(257));
         assert!(matches!(
             b.unconsumed_requests(),
             Err(RingError::ProducerOverflow { .. })
         ));
-        f.set_shared_req_prod(RingIdx(u32::MAX - 10).add(256));
+        f.set_shared_req_prod(RingIdx(u32::MAX - 10).plus(256));
         assert_eq!(b.unconsumed_requests().unwrap(), 256);
         // A producer behind the consumer looks like a huge distance: also an error.
         f.set_shared_req_prod(RingIdx(u32::MAX - 11));
