@@ -370,23 +370,43 @@ pub fn need_notify(old: RingIdx, new: RingIdx, event: RingIdx) -> bool {
 pub(crate) mod testmem {
     use super::*;
 
+    use std::alloc::{alloc_zeroed, dealloc, Layout};
+    use std::sync::Arc;
+
+    const LAYOUT: Layout = match Layout::from_size_align(RING_PAGE_SIZE, 4096) {
+        Ok(l) => l,
+        Err(_) => panic!("bad layout"),
+    };
+
+    struct Buf(*mut u8);
+
+    impl Drop for Buf {
+        fn drop(&mut self) {
+            // SAFETY: allocated in HeapPage::new with LAYOUT, freed once when the last Arc goes.
+            unsafe { dealloc(self.0, LAYOUT) }
+        }
+    }
+
     /// A heap page standing in for a shared page.
-    pub struct HeapPage(pub std::sync::Arc<Box<[u64; 512]>>);
+    pub struct HeapPage(Arc<Buf>);
 
     impl HeapPage {
         pub fn new() -> Self {
-            HeapPage(std::sync::Arc::new(Box::new([0u64; 512])))
+            // SAFETY: LAYOUT has a non-zero size.
+            let p = unsafe { alloc_zeroed(LAYOUT) };
+            assert!(!p.is_null());
+            HeapPage(Arc::new(Buf(p)))
         }
         pub fn share(&self) -> Self {
             HeapPage(self.0.clone())
         }
     }
 
-    // SAFETY: the boxed array is 4096 bytes, 8-aligned, kept alive by the Arc for as long as
-    // any HeapPage exists; tests access it only through the ring code (atomics / volatile).
+    // SAFETY: a live 4096-byte, page-aligned allocation kept alive by the Arc; tests touch it
+    // only through the ring code (atomics / volatile copies).
     unsafe impl RingMemory for HeapPage {
         fn page_ptr(&self) -> *mut u8 {
-            self.0.as_ptr() as *mut u8
+            self.0 .0
         }
     }
 }
@@ -421,7 +441,7 @@ mod tests {
         assert_eq!(ring_size(12), 256);
         assert_eq!(ring_size(8), 256);
         assert_eq!(ring_size(4), 1024 - 512); // 1008 entries -> 512
-        assert!(RING_HEADER_SIZE + 256 * 12 <= RING_PAGE_SIZE);
+        const { assert!(RING_HEADER_SIZE + 256 * 12 <= RING_PAGE_SIZE) };
     }
 
     #[test]
