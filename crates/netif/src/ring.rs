@@ -371,7 +371,7 @@ pub(crate) mod testmem {
     use super::*;
 
     use std::alloc::{alloc_zeroed, dealloc, Layout};
-    use std::sync::Arc;
+    use std::rc::Rc as Arc;
 
     const LAYOUT: Layout = match Layout::from_size_align(RING_PAGE_SIZE, 4096) {
         Ok(l) => l,
