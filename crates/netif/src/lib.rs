@@ -12,6 +12,7 @@
 //! The frontend/backend *packet* logic (slot assembly, validation, GSO) lives with netback and
 //! netfront; this crate knows rings and slot formats only.
 
+pub mod csum;
 pub mod ring;
 pub mod slots;
 

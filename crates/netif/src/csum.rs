@@ -1,0 +1,123 @@
+//! Checksum offsets for `csum_blank` packets: what Linux netback and netfront do with
+//! `skb_checksum_setup` before handing a packet with a blank checksum to a stack. The ring
+//! carries only the flag; the position of the checksum field is found by parsing the headers.
+
+/// Where the partial checksum lives, and how long the headers are (for GSO `hdr_len`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CsumSetup {
+    /// Offset of the transport header from the start of the Ethernet frame.
+    pub csum_start: u16,
+    /// Offset of the checksum field inside the transport header (16 TCP, 6 UDP).
+    pub csum_offset: u16,
+    /// Length of all headers up to the payload (TCP: includes options; UDP: 8).
+    pub hdr_len: u16,
+    /// Transport protocol (6 or 17).
+    pub proto: u8,
+    /// True for IPv6.
+    pub ipv6: bool,
+}
+
+/// Parses Ethernet + IPv4/IPv6 + TCP/UDP far enough to place the checksum. `None` for anything
+/// else (other protocols, truncated or inconsistent headers, IPv6 extension headers).
+pub fn csum_setup(frame: &[u8]) -> Option<CsumSetup> {
+    if frame.len() < 14 {
+        return None;
+    }
+    let ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+    let (l4, proto, ipv6) = match ethertype {
+        0x0800 => {
+            let ip = frame.get(14..34)?;
+            if ip[0] >> 4 != 4 {
+                return None;
+            }
+            let ihl = (ip[0] & 0xf) as usize * 4;
+            if ihl < 20 || frame.len() < 14 + ihl {
+                return None;
+            }
+            (14 + ihl, ip[9], false)
+        }
+        0x86DD => {
+            let ip = frame.get(14..54)?;
+            if ip[0] >> 4 != 6 {
+                return None;
+            }
+            (54, ip[6], true)
+        }
+        _ => return None,
+    };
+    let (csum_offset, hdr_len) = match proto {
+        6 => {
+            let tcp = frame.get(l4..l4 + 20)?;
+            let doff = (tcp[12] >> 4) as usize * 4;
+            if doff < 20 || frame.len() < l4 + doff {
+                return None;
+            }
+            (16, l4 + doff)
+        }
+        17 => {
+            frame.get(l4..l4 + 8)?;
+            (6, l4 + 8)
+        }
+        _ => return None,
+    };
+    Some(CsumSetup {
+        csum_start: l4 as u16,
+        csum_offset,
+        hdr_len: hdr_len as u16,
+        proto,
+        ipv6,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp4(ihl_words: u8, doff_words: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + ihl_words as usize * 4 + doff_words as usize * 4 + 10];
+        f[12] = 0x08;
+        f[14] = 0x40 | ihl_words;
+        f[14 + 9] = 6;
+        f[14 + ihl_words as usize * 4 + 12] = doff_words << 4;
+        f
+    }
+
+    #[test]
+    fn tcp_ipv4_plain_and_with_options() {
+        let s = csum_setup(&tcp4(5, 5)).unwrap();
+        assert_eq!((s.csum_start, s.csum_offset, s.hdr_len, s.proto), (34, 16, 54, 6));
+        let s = csum_setup(&tcp4(6, 8)).unwrap();
+        assert_eq!((s.csum_start, s.hdr_len), (38, 70));
+    }
+
+    #[test]
+    fn udp_ipv6() {
+        let mut f = vec![0u8; 14 + 40 + 8 + 4];
+        f[12] = 0x86;
+        f[13] = 0xDD;
+        f[14] = 0x60;
+        f[14 + 6] = 17;
+        let s = csum_setup(&f).unwrap();
+        assert_eq!((s.csum_start, s.csum_offset, s.hdr_len, s.ipv6), (54, 6, 62, true));
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        assert_eq!(csum_setup(&[0u8; 10]), None);
+        let mut f = tcp4(5, 5);
+        f[14] = 0x44; // IHL 4 words
+        assert_eq!(csum_setup(&f), None);
+        let mut f = tcp4(5, 5);
+        f[14 + 20 + 12] = 0x40; // TCP data offset 4 words
+        assert_eq!(csum_setup(&f), None);
+        let f = tcp4(5, 15); // TCP header claims 60 bytes, frame shorter
+        assert_eq!(csum_setup(&f[..14 + 20 + 40]), None);
+        let mut f = tcp4(5, 5);
+        f[14 + 9] = 1; // ICMP
+        assert_eq!(csum_setup(&f), None);
+        let mut f = tcp4(5, 5);
+        f[12] = 0x08;
+        f[13] = 0x06; // ARP
+        assert_eq!(csum_setup(&f), None);
+    }
+}
