@@ -1,0 +1,284 @@
+//! The standard pvnet testbed: a remote host, a driver domain and guests, each a network
+//! namespace, with one veth pair as the wire between the remote host and the driver domain.
+
+use std::net::Ipv4Addr;
+
+use anyhow::{bail, Context};
+
+use crate::ethtool::{self, Feature};
+use crate::link;
+use crate::netns::{self, list_netns, Netns};
+use crate::runid::RunId;
+use crate::sys;
+use crate::Result;
+
+/// Prefix length of the testbed subnet 10.77.0.0/24.
+pub const SUBNET_PREFIX: u8 = 24;
+
+/// The remote host's address, 10.77.0.1.
+pub fn remote_addr() -> Ipv4Addr {
+    Ipv4Addr::new(10, 77, 0, 1)
+}
+
+/// The driver domain's own stack (or the native receiver in the `linux` configuration),
+/// 10.77.0.2.
+pub fn dd_addr() -> Ipv4Addr {
+    Ipv4Addr::new(10, 77, 0, 2)
+}
+
+/// Guest `i`'s address, 10.77.0.(10+i). Panics past 10.77.0.254.
+pub fn guest_addr(i: usize) -> Ipv4Addr {
+    assert!(i <= 244, "guest index {i} out of range");
+    Ipv4Addr::new(10, 77, 0, (10 + i) as u8)
+}
+
+/// Guest `i`'s MAC address, 02:70:76:00:00:(10+i) (locally administered, unicast).
+pub fn guest_mac(i: usize) -> [u8; 6] {
+    assert!(i <= 244, "guest index {i} out of range");
+    [0x02, 0x70, 0x76, 0x00, 0x00, (10 + i) as u8]
+}
+
+/// Suffix of the remote host's veth end (`pv{id}r`).
+pub const REMOTE_IF_SUFFIX: &str = "r";
+/// Suffix of the driver domain's veth end, its physical port (`pv{id}p`).
+pub const DD_IF_SUFFIX: &str = "p";
+
+/// What to build.
+#[derive(Clone, Debug)]
+pub struct TestbedConfig {
+    /// Names everything of this run.
+    pub id: RunId,
+    /// Number of guest namespaces.
+    pub guests: usize,
+    /// MTU of both veth ends.
+    pub mtu: u32,
+    /// RPS on the driver domain's veth end steers receive work to this CPU.
+    pub rps_cpu: Option<usize>,
+}
+
+impl Default for TestbedConfig {
+    fn default() -> Self {
+        TestbedConfig {
+            id: RunId::new(),
+            guests: 1,
+            mtu: 1500,
+            rps_cpu: Some(0),
+        }
+    }
+}
+
+/// A running testbed. [`Testbed::teardown`] (also run on drop) removes the namespace names;
+/// the namespaces and the veth pair vanish once nothing refers to them any more (the `Netns`
+/// fds held here are closed when the `Testbed` is dropped).
+#[derive(Debug)]
+pub struct Testbed {
+    /// The run id.
+    pub id: RunId,
+    /// The remote host.
+    pub remote: Netns,
+    /// The driver domain.
+    pub dd: Netns,
+    /// One namespace per guest.
+    pub guests: Vec<Netns>,
+    /// The remote host's veth end (in `remote`), with `remote_addr()/24`.
+    pub remote_if: String,
+    /// The driver domain's veth end (in `dd`): its physical port, no address.
+    pub dd_if: String,
+    /// The configuration it was built with.
+    pub config: TestbedConfig,
+    torn_down: bool,
+}
+
+/// What `create` made so far, for rollback.
+#[derive(Default)]
+struct Progress {
+    ns: Vec<String>,
+    root_links: Vec<String>,
+}
+
+impl Progress {
+    fn rollback(&self) {
+        for l in &self.root_links {
+            if link::link_exists(l) {
+                let _ = link::delete_link(l);
+            }
+        }
+        for n in self.ns.iter().rev() {
+            let _ = netns::delete_by_name(n);
+        }
+    }
+}
+
+fn lo_up(ns: &Netns) -> Result<()> {
+    ns.run(|| link::set_up("lo", true))?
+        .with_context(|| format!("bringing lo up in {}", ns.name()))
+}
+
+impl Testbed {
+    /// Builds the testbed. On any error, everything created so far is removed first.
+    ///
+    /// The veth pair is created in the calling thread's namespace (normally the root one)
+    /// and both ends are moved out of it at once.
+    pub fn create(cfg: TestbedConfig) -> Result<Testbed> {
+        let mut progress = Progress::default();
+        match Self::build(cfg, &mut progress) {
+            Ok(tb) => Ok(tb),
+            Err(e) => {
+                progress.rollback();
+                Err(e)
+            }
+        }
+    }
+
+    fn build(cfg: TestbedConfig, progress: &mut Progress) -> Result<Testbed> {
+        if cfg.mtu < 68 {
+            bail!("MTU {} too small", cfg.mtu);
+        }
+        if let Some(c) = cfg.rps_cpu {
+            if c >= 32 || c >= crate::cpu::nr_cpus() {
+                bail!("rps_cpu {c} out of range");
+            }
+        }
+        let id = cfg.id.clone();
+        let mut mk = |role: &str| -> Result<Netns> {
+            let name = id.ns_name(role);
+            let ns = Netns::create(&name)?;
+            progress.ns.push(name);
+            lo_up(&ns)?;
+            Ok(ns)
+        };
+        let remote = mk("remote")?;
+        let dd = mk("dd")?;
+        let mut guests = Vec::with_capacity(cfg.guests);
+        for i in 0..cfg.guests {
+            guests.push(mk(&format!("g{i}"))?);
+        }
+
+        let remote_if = id.short_link_name(REMOTE_IF_SUFFIX);
+        let dd_if = id.short_link_name(DD_IF_SUFFIX);
+        progress.root_links.push(remote_if.clone());
+        progress.root_links.push(dd_if.clone());
+        link::create_veth(&remote_if, &dd_if)?;
+        link::set_mtu(&remote_if, cfg.mtu)?;
+        link::set_mtu(&dd_if, cfg.mtu)?;
+        link::move_to_netns(&remote_if, &remote)?;
+        link::move_to_netns(&dd_if, &dd)?;
+
+        remote
+            .run(|| -> Result<()> {
+                link::add_ipv4(&remote_if, remote_addr(), SUBNET_PREFIX)?;
+                // Wire-like frames: MTU-sized and fully checksummed.
+                ethtool::set_feature(&remote_if, Feature::Tso, false)?;
+                ethtool::set_feature(&remote_if, Feature::Gso, false)?;
+                ethtool::set_feature(&remote_if, Feature::TxCsum, false)?;
+                link::set_up(&remote_if, true)
+            })?
+            .context("configuring the remote host's veth end")?;
+        dd.run(|| -> Result<()> {
+            ethtool::set_feature(&dd_if, Feature::Gro, false)?;
+            link::set_up(&dd_if, true)
+        })?
+        .context("configuring the driver domain's veth end")?;
+        if let Some(c) = cfg.rps_cpu {
+            sys::set_rps_cpus(&dd, &dd_if, 0, 1u32 << c)
+                .context("RPS on the driver domain's veth end")?;
+        }
+
+        Ok(Testbed {
+            id,
+            remote,
+            dd,
+            guests,
+            remote_if,
+            dd_if,
+            config: cfg,
+            torn_down: false,
+        })
+    }
+
+    /// The `linux` configuration: puts `dd_addr()/24` on the driver domain's veth end so a
+    /// receiver in the dd namespace is reached directly.
+    pub fn native_addr(&self) -> Result<()> {
+        let dd_if = self.dd_if.clone();
+        self.dd
+            .run(move || link::add_ipv4(&dd_if, dd_addr(), SUBNET_PREFIX))?
+            .context("adding the native address in the driver domain")
+    }
+
+    /// All namespaces of this testbed.
+    pub fn namespaces(&self) -> impl Iterator<Item = &Netns> {
+        [&self.remote, &self.dd]
+            .into_iter()
+            .chain(self.guests.iter())
+    }
+
+    /// Removes every namespace name of this testbed. Idempotent; also run on drop.
+    pub fn teardown(&mut self) -> Result<()> {
+        if self.torn_down {
+            return Ok(());
+        }
+        let mut first_err = None;
+        for ns in self.namespaces() {
+            if let Err(e) = ns.delete() {
+                first_err.get_or_insert(e);
+            }
+        }
+        // Belt and braces: anything else named for this run (from a crash, say).
+        if let Err(e) = cleanup_run(self.id.as_str()) {
+            first_err.get_or_insert(e);
+        }
+        match first_err {
+            None => {
+                self.torn_down = true;
+                Ok(())
+            }
+            Some(e) => Err(e),
+        }
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        let _ = self.teardown();
+    }
+}
+
+/// Deletes every namespace `/run/netns/pvnet-{id}-*`, and the run's veth ends if they are
+/// still in the calling thread's namespace (a crash between creating and moving them).
+/// Returns what it removed (namespace names, then link names).
+pub fn cleanup_run(id: &str) -> Result<Vec<String>> {
+    let id = RunId::parse(id)?;
+    let prefix = format!("pvnet-{}-", id.as_str());
+    let mut removed = Vec::new();
+    for name in list_netns() {
+        if name.starts_with(&prefix) {
+            netns::delete_by_name(&name)?;
+            removed.push(name);
+        }
+    }
+    for suffix in [REMOTE_IF_SUFFIX, DD_IF_SUFFIX] {
+        let l = id.short_link_name(suffix);
+        if link::link_exists(&l) {
+            // Deleting one end of a veth removes the other; ignore "already gone".
+            if link::delete_link(&l).is_ok() {
+                removed.push(l);
+            }
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        assert_eq!(remote_addr().to_string(), "10.77.0.1");
+        assert_eq!(dd_addr().to_string(), "10.77.0.2");
+        assert_eq!(guest_addr(0).to_string(), "10.77.0.10");
+        assert_eq!(guest_addr(3).to_string(), "10.77.0.13");
+        assert_eq!(guest_mac(1), [0x02, 0x70, 0x76, 0, 0, 11]);
+        assert_eq!(guest_mac(0)[0] & 0x03, 0x02, "locally administered unicast");
+    }
+}
