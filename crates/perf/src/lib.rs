@@ -1,1 +1,20 @@
-//! pvnet-perf
+//! pvnet-perf: the traffic tool behind `pvnet perf` and CPU accounting for the benchmark.
+//!
+//! * [`pattern`] — a verifiable byte-stream content pattern (prime period, memcmp-speed check).
+//! * [`proto`] — the 32-byte hello that opens every test connection.
+//! * [`stream`] — TCP_STREAM-like bulk transfer, verified byte-exact by the receiver.
+//! * [`rr`] — TCP_RR-like request/response with a bounded-memory latency histogram.
+//! * [`server`] — the receiving side of both tests.
+//! * [`cpu`] — `/proc/stat`, per-process CPU time, TSC; cycles per byte without hardware counters.
+
+pub mod cpu;
+pub mod pattern;
+pub mod proto;
+pub mod rr;
+pub mod server;
+pub mod stream;
+
+pub use cpu::{CpuDelta, CpuSample, CpuTimes};
+pub use rr::{rr_client, LatencyHistogram, RrOpts, RrReport};
+pub use server::{bind_listener, serve, serve_on, RrSummary, ServerEvent, ServerOpts};
+pub use stream::{stream_send, stream_send_outcome, StreamOpts, StreamOutcome, StreamReport};

@@ -1,0 +1,177 @@
+//! TCP_STREAM-like bulk transfer, verified byte-exact by the receiver.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+
+use crate::pattern;
+use crate::proto::{self, Hello};
+
+/// Receive buffer of the server (one `read` per chunk).
+pub const RECV_BUF: usize = 256 << 10;
+
+/// Options of [`stream_send`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamOpts {
+    /// Bytes per `write` (default 65536).
+    pub msg_size: usize,
+    /// How long to send.
+    pub duration: Duration,
+    /// Stop after this many bytes even if the duration has not elapsed.
+    pub max_bytes: Option<u64>,
+}
+
+impl Default for StreamOpts {
+    fn default() -> Self {
+        StreamOpts {
+            msg_size: 65536,
+            duration: Duration::from_secs(10),
+            max_bytes: None,
+        }
+    }
+}
+
+/// What the receiver counted and verified.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamReport {
+    /// Payload bytes received after the hello.
+    pub bytes: u64,
+    /// Bytes that differ from the pattern at their stream offset.
+    pub mismatches: u64,
+    /// Receiver time from the first payload byte to EOF.
+    pub seconds: f64,
+    /// Megabits (10^6 bit) per second: `bytes * 8 / seconds / 1e6`.
+    pub mbps: f64,
+}
+
+impl StreamReport {
+    pub(crate) fn new(bytes: u64, mismatches: u64, seconds: f64) -> Self {
+        let mbps = if seconds > 0.0 {
+            bytes as f64 * 8.0 / seconds / 1e6
+        } else {
+            0.0
+        };
+        StreamReport {
+            bytes,
+            mismatches,
+            seconds,
+            mbps,
+        }
+    }
+}
+
+/// Sender's view plus the receiver's report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamOutcome {
+    /// Bytes the sender wrote after the hello.
+    pub sent: u64,
+    /// Sender time from the first write to `shutdown(Write)`.
+    pub send_seconds: f64,
+    /// The receiver's report.
+    pub report: StreamReport,
+}
+
+/// Run a stream test against a [`crate::serve`] server and return the receiver's report.
+///
+/// Fails if the connection breaks or the receiver counted a different number of bytes than
+/// were sent (content errors are reported in `mismatches`, not as an error); use
+/// [`stream_send_outcome`] to get both counts instead.
+pub fn stream_send(addr: SocketAddr, opts: &StreamOpts) -> anyhow::Result<StreamReport> {
+    let o = stream_send_outcome(addr, opts)?;
+    if o.sent != o.report.bytes {
+        bail!(
+            "receiver counted {} bytes, sender wrote {} (report {:?})",
+            o.report.bytes,
+            o.sent,
+            o.report
+        );
+    }
+    Ok(o.report)
+}
+
+/// Like [`stream_send`] but never fails on a count discrepancy: returns the sender's count too.
+pub fn stream_send_outcome(addr: SocketAddr, opts: &StreamOpts) -> anyhow::Result<StreamOutcome> {
+    if opts.msg_size == 0 || opts.msg_size > proto::MAX_MSG as usize {
+        bail!(
+            "msg_size {} out of range 1..={}",
+            opts.msg_size,
+            proto::MAX_MSG
+        );
+    }
+    let mut sock = TcpStream::connect(addr).with_context(|| format!("connect {addr}"))?;
+    // Never hang forever on a stalled path.
+    sock.set_write_timeout(Some(opts.duration + Duration::from_secs(10)))?;
+    sock.set_read_timeout(Some(opts.duration + Duration::from_secs(30)))?;
+    let hello = Hello::Stream {
+        msg_size: opts.msg_size as u32,
+        duration_ms: proto::duration_ms(opts.duration),
+        max_bytes: opts.max_bytes.unwrap_or(0),
+    };
+    sock.write_all(&hello.encode()).context("send hello")?;
+
+    // Source buffer: the pattern from phase 0 over one period plus one message, so every write
+    // is a slice of it (no per-write fill).
+    let mut src = vec![0u8; pattern::PERIOD + opts.msg_size];
+    pattern::fill(0, &mut src);
+    let limit = opts.max_bytes.unwrap_or(u64::MAX);
+    let start = Instant::now();
+    let deadline = start + opts.duration;
+    let mut sent = 0u64;
+    while sent < limit && Instant::now() < deadline {
+        let pos = (sent % pattern::PERIOD as u64) as usize;
+        let len = (opts.msg_size as u64).min(limit - sent) as usize;
+        match sock.write(&src[pos..pos + len]) {
+            Ok(0) => bail!("connection closed by receiver after {sent} bytes"),
+            Ok(n) => sent += n as u64,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).context(format!("send after {sent} bytes")),
+        }
+    }
+    let send_seconds = start.elapsed().as_secs_f64();
+    sock.shutdown(Shutdown::Write).context("shutdown(Write)")?;
+    let report = read_report(sock).context("read receiver report")?;
+    Ok(StreamOutcome {
+        sent,
+        send_seconds,
+        report,
+    })
+}
+
+/// Read the server's one-line JSON report (bounded to 4 KiB).
+pub(crate) fn read_report(sock: TcpStream) -> anyhow::Result<StreamReport> {
+    let mut line = String::new();
+    BufReader::new(sock.take(4096)).read_line(&mut line)?;
+    if line.is_empty() {
+        bail!("receiver closed without a report");
+    }
+    Ok(serde_json::from_str(line.trim_end())?)
+}
+
+/// Server side: count and verify every byte until EOF, then send the report line.
+pub(crate) fn receive(sock: &mut TcpStream) -> io::Result<StreamReport> {
+    let mut buf = vec![0u8; RECV_BUF];
+    let mut bytes = 0u64;
+    let mut bad = 0u64;
+    let mut first: Option<Instant> = None;
+    loop {
+        let n = match sock.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        first.get_or_insert_with(Instant::now);
+        bad += pattern::verify(bytes, &buf[..n]);
+        bytes += n as u64;
+    }
+    let seconds = first.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    let report = StreamReport::new(bytes, bad, seconds);
+    let mut line = serde_json::to_vec(&report).map_err(io::Error::other)?;
+    line.push(b'\n');
+    sock.write_all(&line)?;
+    let _ = sock.shutdown(Shutdown::Both);
+    Ok(report)
+}

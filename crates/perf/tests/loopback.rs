@@ -1,0 +1,210 @@
+//! Stream and request/response tests over 127.0.0.1.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::mpsc;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use pvnet_perf::proto::Hello;
+use pvnet_perf::{
+    bind_listener, pattern, rr_client, serve, serve_on, stream_send, stream_send_outcome, RrOpts,
+    ServerEvent, ServerOpts, StreamOpts, StreamReport,
+};
+
+fn server_once() -> (
+    SocketAddr,
+    mpsc::Receiver<ServerEvent>,
+    JoinHandle<anyhow::Result<()>>,
+) {
+    let l = bind_listener("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let h = thread::spawn(move || serve_on(l, true, |ev| tx.send(ev).unwrap()));
+    (addr, rx, h)
+}
+
+#[test]
+fn stream_one_second_verifies_every_byte() {
+    let (addr, rx, h) = server_once();
+    let opts = StreamOpts {
+        msg_size: 65536,
+        duration: Duration::from_millis(1000),
+        max_bytes: None,
+    };
+    let r = stream_send(addr, &opts).unwrap();
+    h.join().unwrap().unwrap();
+    eprintln!("loopback stream: {r:?}");
+    assert!(r.bytes > 0);
+    assert_eq!(r.mismatches, 0);
+    assert!(r.seconds > 0.5 && r.seconds < 2.0, "{r:?}");
+    assert!(r.mbps > 0.0);
+    match rx.recv().unwrap() {
+        ServerEvent::Stream(s) => {
+            assert_eq!((s.bytes, s.mismatches), (r.bytes, r.mismatches));
+            assert!((s.mbps - r.mbps).abs() <= 1e-9 * r.mbps);
+        }
+        e => panic!("unexpected {e:?}"),
+    }
+}
+
+#[test]
+fn stream_max_bytes_and_odd_message_size() {
+    let (addr, _rx, h) = server_once();
+    let opts = StreamOpts {
+        msg_size: 1000,
+        duration: Duration::from_secs(2),
+        max_bytes: Some(3_333_333),
+    };
+    let o = stream_send_outcome(addr, &opts).unwrap();
+    h.join().unwrap().unwrap();
+    assert_eq!(o.sent, 3_333_333);
+    assert_eq!(o.report.bytes, 3_333_333);
+    assert_eq!(o.report.mismatches, 0);
+}
+
+#[test]
+fn corrupting_client_is_counted_exactly() {
+    let (addr, rx, h) = server_once();
+    let mut s = TcpStream::connect(addr).unwrap();
+    let hello = Hello::Stream {
+        msg_size: 65536,
+        duration_ms: 0,
+        max_bytes: 0,
+    };
+    s.write_all(&hello.encode()).unwrap();
+    let mut data = vec![0u8; 5_000_000];
+    pattern::fill(0, &mut data);
+    let bad_at = [0usize, 1, 65520, 65521, 1_000_003, 4_999_999];
+    for &i in &bad_at {
+        data[i] ^= 0xa5;
+    }
+    for chunk in data.chunks(12_345) {
+        s.write_all(chunk).unwrap();
+    }
+    s.shutdown(Shutdown::Write).unwrap();
+    let mut line = String::new();
+    s.read_to_string(&mut line).unwrap();
+    let r: StreamReport = serde_json::from_str(line.trim()).unwrap();
+    h.join().unwrap().unwrap();
+    assert_eq!(r.bytes, data.len() as u64);
+    assert_eq!(r.mismatches, bad_at.len() as u64);
+    // Floats may differ by one ULP after a JSON round trip (no serde_json float_roundtrip).
+    assert!(
+        matches!(rx.recv().unwrap(), ServerEvent::Stream(x) if (x.bytes, x.mismatches) == (r.bytes, r.mismatches))
+    );
+}
+
+#[test]
+fn dropped_bytes_on_the_wire_are_detected() {
+    // A "relay" that loses 1448 bytes: everything after is shifted.
+    let (addr, _rx, h) = server_once();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(
+        &Hello::Stream {
+            msg_size: 1,
+            duration_ms: 0,
+            max_bytes: 0,
+        }
+        .encode(),
+    )
+    .unwrap();
+    let mut data = vec![0u8; 1_000_000];
+    pattern::fill(0, &mut data);
+    s.write_all(&data[..100_000]).unwrap();
+    s.write_all(&data[101_448..]).unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    let mut line = String::new();
+    s.read_to_string(&mut line).unwrap();
+    let r: StreamReport = serde_json::from_str(line.trim()).unwrap();
+    h.join().unwrap().unwrap();
+    assert!(r.mismatches > 800_000, "{r:?}");
+}
+
+#[test]
+fn rr_half_second() {
+    let (addr, rx, h) = server_once();
+    let r = rr_client(
+        addr,
+        &RrOpts {
+            duration: Duration::from_millis(500),
+            req_size: 1,
+            rsp_size: 1,
+        },
+    )
+    .unwrap();
+    h.join().unwrap().unwrap();
+    eprintln!("loopback rr: {r:?}");
+    assert!(r.transactions > 0);
+    assert_eq!(r.errors, 0);
+    assert!(r.p50_us <= r.p90_us && r.p90_us <= r.p99_us && r.p99_us <= r.max_us);
+    assert!(r.tps > 0.0);
+    match rx.recv().unwrap() {
+        ServerEvent::Rr(s) => assert_eq!(s.transactions, r.transactions),
+        e => panic!("unexpected {e:?}"),
+    }
+}
+
+#[test]
+fn rr_larger_messages() {
+    let (addr, _rx, h) = server_once();
+    let r = rr_client(
+        addr,
+        &RrOpts {
+            duration: Duration::from_millis(200),
+            req_size: 300,
+            rsp_size: 70_000,
+        },
+    )
+    .unwrap();
+    h.join().unwrap().unwrap();
+    assert!(r.transactions > 0);
+    assert_eq!(r.errors, 0);
+}
+
+#[test]
+fn bad_hello_is_rejected_and_server_keeps_serving() {
+    // `serve` binds itself: pick a free port first.
+    let port = bind_listener("127.0.0.1:0".parse().unwrap())
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let h = thread::spawn(move || {
+        serve(
+            &ServerOpts {
+                bind: addr,
+                once: true,
+            },
+            |ev| tx.send(ev).unwrap(),
+        )
+    });
+    let connect = || {
+        for _ in 0..200 {
+            if let Ok(s) = TcpStream::connect(addr) {
+                return s;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        panic!("server did not come up");
+    };
+    let mut s = connect();
+    s.write_all(&[0u8; 32]).unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest); // server closes
+    assert!(matches!(rx.recv().unwrap(), ServerEvent::Error { .. }));
+    let r = stream_send(
+        addr,
+        &StreamOpts {
+            msg_size: 65536,
+            duration: Duration::from_millis(100),
+            max_bytes: Some(1 << 20),
+        },
+    )
+    .unwrap();
+    assert_eq!(r.bytes, 1 << 20);
+    h.join().unwrap().unwrap();
+    assert!(matches!(rx.recv().unwrap(), ServerEvent::Stream(_)));
+}
