@@ -1,1 +1,675 @@
-//! pvnet-pnic
+//! pvnet-pnic: the driver domain's physical NIC.
+//!
+//! An AF_PACKET socket with a memory-mapped TPACKET_V2 receive ring on one interface (a veth end
+//! in the testbed, or a real NIC), polled NAPI-style with a budget, plus a separate AF_PACKET
+//! transmit socket. Both sockets use `PACKET_VNET_HDR`, so every received frame comes with a
+//! `virtio_net_hdr` describing its checksum (and GSO) state, and every transmitted frame is
+//! handed over with one: the kernel completes partial checksums and segments GSO frames where
+//! the port needs it.
+//!
+//! The receive socket is bound with `ETH_P_ALL`, in promiscuous mode, and ignores outgoing
+//! frames, so our own transmissions never come back through [`Pnic::poll`].
+//!
+//! Everything acts in the network namespace of the calling thread at [`Pnic::open`] time.
+
+mod ring;
+
+use std::cell::Cell;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+pub use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
+
+use ring::{Geometry, Ring, Slot};
+
+/// Default ring slot size: MTU 1500 + Ethernet/VLAN headers + vnet header + tpacket2_hdr.
+pub const DEFAULT_FRAME_SIZE: u32 = 2048;
+/// Default number of ring slots.
+pub const DEFAULT_FRAME_NR: u32 = 4096;
+/// Most pieces one frame may be given as (the kernel's `UIO_MAXIOV`, minus the vnet header).
+pub const MAX_PIECES: usize = 1023;
+
+/// How to open a [`Pnic`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PnicConfig {
+    /// Interface name in the calling thread's network namespace.
+    pub ifname: String,
+    /// Bytes per ring slot; a multiple of 16, at least 256. Frames longer than
+    /// `frame_size` minus about 90 bytes of headers arrive truncated.
+    pub frame_size: u32,
+    /// Ring slots; rounded up so that whole pages are used (see [`Pnic::frame_nr`]).
+    pub frame_nr: u32,
+}
+
+impl Default for PnicConfig {
+    fn default() -> Self {
+        PnicConfig {
+            ifname: String::new(),
+            frame_size: DEFAULT_FRAME_SIZE,
+            frame_nr: DEFAULT_FRAME_NR,
+        }
+    }
+}
+
+impl PnicConfig {
+    /// The default ring on `ifname`.
+    pub fn new(ifname: impl Into<String>) -> Self {
+        PnicConfig {
+            ifname: ifname.into(),
+            ..Default::default()
+        }
+    }
+}
+
+/// One received frame, borrowed from the ring for the duration of the poll callback.
+#[derive(Clone, Copy, Debug)]
+pub struct RxFrame<'a> {
+    /// Checksum/GSO state as the kernel reported it.
+    pub vnet: VirtioNetHdr,
+    /// The Ethernet frame (possibly truncated, see `truncated`).
+    pub data: &'a [u8],
+    /// `TP_STATUS_CSUMNOTREADY`: the transport checksum is partial (only the pseudo-header
+    /// seed); `vnet` then carries `NEEDS_CSUM` with `csum_start`/`csum_offset`.
+    pub csum_not_ready: bool,
+    /// `TP_STATUS_CSUM_VALID`: the checksum was verified.
+    pub csum_valid: bool,
+    /// The frame did not fit the ring slot: `data` is shorter than `wire_len`.
+    pub truncated: bool,
+    /// The frame's original length (`tp_len`).
+    pub wire_len: u32,
+}
+
+/// Counters. `tp_packets`/`tp_drops` accumulate the kernel's `PACKET_STATISTICS` (which reset
+/// on every read); the kernel's `tp_packets` includes the dropped frames.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PnicStats {
+    /// Frames handed to the poll callback.
+    pub rx_frames: u64,
+    /// Bytes handed to the poll callback (`data.len()`).
+    pub rx_bytes: u64,
+    /// Frames handed over truncated (did not fit a slot).
+    pub rx_truncated: u64,
+    /// Slots whose tpacket header failed validation; dropped.
+    pub rx_bad: u64,
+    /// Frames handed over with `TP_STATUS_CSUMNOTREADY`.
+    pub rx_csum_not_ready: u64,
+    /// Frames accepted by the kernel for transmission.
+    pub tx_frames: u64,
+    /// Bytes of those frames (without the vnet header).
+    pub tx_bytes: u64,
+    /// Sends refused with EAGAIN/ENOBUFS ([`PnicError::WouldBlock`]).
+    pub tx_would_block: u64,
+    /// Sends refused for any other reason.
+    pub tx_errors: u64,
+    /// Kernel: frames that reached the receive socket (delivered + dropped).
+    pub tp_packets: u64,
+    /// Kernel: frames dropped because the ring was full.
+    pub tp_drops: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PnicError {
+    #[error("no such network interface: {0:?}")]
+    NoSuchInterface(String),
+    #[error("permission denied: AF_PACKET sockets need CAP_NET_RAW")]
+    PermissionDenied,
+    #[error("invalid pnic configuration: {0}")]
+    InvalidConfig(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    /// EAGAIN or ENOBUFS on transmit: the socket buffer or the device queue is full (for
+    /// ENOBUFS the device dropped that frame). Back-pressure: wait for `tx_fd` to become
+    /// writable, or retry later.
+    #[error("transmit would block (socket buffer or device queue full)")]
+    WouldBlock,
+}
+
+impl PnicError {
+    fn io(context: &'static str, source: io::Error) -> PnicError {
+        PnicError::Io { context, source }
+    }
+
+    /// The errno behind an `Io` error, if any.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            PnicError::Io { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+}
+
+/// The physical NIC: receive ring + transmit socket.
+pub struct Pnic {
+    ring: Ring,
+    rx: OwnedFd,
+    tx: OwnedFd,
+    ifname: String,
+    ifindex: u32,
+    rx_stats: RxCounters,
+    tx_frames: Cell<u64>,
+    tx_bytes: Cell<u64>,
+    tx_would_block: Cell<u64>,
+    tx_errors: Cell<u64>,
+    tp_packets: u64,
+    tp_drops: u64,
+}
+
+#[derive(Default)]
+struct RxCounters {
+    frames: u64,
+    bytes: u64,
+    truncated: u64,
+    bad: u64,
+    csum_not_ready: u64,
+}
+
+impl std::fmt::Debug for Pnic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pnic")
+            .field("ifname", &self.ifname)
+            .field("ifindex", &self.ifindex)
+            .field("geometry", &self.ring.geometry())
+            .finish_non_exhaustive()
+    }
+}
+
+fn last_err() -> io::Error {
+    io::Error::last_os_error()
+}
+
+fn is_perm(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES))
+}
+
+/// `socket(AF_PACKET, SOCK_RAW, 0)`: protocol 0 so that nothing is queued before `bind`.
+fn packet_socket() -> Result<OwnedFd, PnicError> {
+    // SAFETY: plain syscall with constant arguments.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        )
+    };
+    if fd < 0 {
+        let e = last_err();
+        return Err(if is_perm(&e) {
+            PnicError::PermissionDenied
+        } else {
+            PnicError::io("socket(AF_PACKET)", e)
+        });
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn setsockopt<T>(
+    fd: BorrowedFd<'_>,
+    name: libc::c_int,
+    val: &T,
+    context: &'static str,
+) -> Result<(), PnicError> {
+    // SAFETY: val points to a live T of the given size for the duration of the call.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            name,
+            (val as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        let e = last_err();
+        return Err(if is_perm(&e) {
+            PnicError::PermissionDenied
+        } else {
+            PnicError::io(context, e)
+        });
+    }
+    Ok(())
+}
+
+fn bind_ll(fd: BorrowedFd<'_>, ifindex: u32, protocol: u16) -> Result<(), PnicError> {
+    // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = protocol.to_be();
+    sll.sll_ifindex = ifindex as i32;
+    // SAFETY: sll is a valid sockaddr_ll of the given length.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        let e = last_err();
+        return Err(match e.raw_os_error() {
+            Some(libc::ENODEV) | Some(libc::ENXIO) => {
+                PnicError::NoSuchInterface(ifindex.to_string())
+            }
+            _ if is_perm(&e) => PnicError::PermissionDenied,
+            _ => PnicError::io("bind(AF_PACKET)", e),
+        });
+    }
+    Ok(())
+}
+
+fn page_size() -> u32 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p <= 0 {
+        4096
+    } else {
+        p as u32
+    }
+}
+
+/// Classifies a transmit errno.
+fn tx_error(e: io::Error, context: &'static str) -> PnicError {
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::ENOBUFS) => PnicError::WouldBlock,
+        _ => PnicError::io(context, e),
+    }
+}
+
+const EMPTY_IOV: libc::iovec = libc::iovec {
+    iov_base: std::ptr::null_mut(),
+    iov_len: 0,
+};
+
+/// Pieces up to this count are sent with an iovec array on the stack.
+const STACK_IOV: usize = 32;
+
+impl Pnic {
+    /// Opens the NIC `cfg.ifname` in the calling thread's network namespace.
+    ///
+    /// Errors: [`PnicError::NoSuchInterface`], [`PnicError::PermissionDenied`] (no
+    /// CAP_NET_RAW), [`PnicError::InvalidConfig`] (ring geometry), [`PnicError::Io`] with the
+    /// failing step (ring setup, mmap, bind, promiscuous mode) and its errno.
+    pub fn open(cfg: &PnicConfig) -> Result<Pnic, PnicError> {
+        let geo = Geometry::new(cfg.frame_size, cfg.frame_nr, page_size())
+            .map_err(PnicError::InvalidConfig)?;
+        if cfg.ifname.is_empty() || cfg.ifname.len() >= libc::IFNAMSIZ {
+            return Err(PnicError::NoSuchInterface(cfg.ifname.clone()));
+        }
+        let cname = CString::new(cfg.ifname.as_str())
+            .map_err(|_| PnicError::NoSuchInterface(cfg.ifname.clone()))?;
+        // SAFETY: cname is a valid NUL-terminated string.
+        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+        if ifindex == 0 {
+            return Err(PnicError::NoSuchInterface(cfg.ifname.clone()));
+        }
+
+        // Receive socket. Order matters: version and vnet header before the ring (EBUSY
+        // otherwise), ring before bind so no frame is queued outside the ring.
+        let rx = packet_socket()?;
+        let one: libc::c_int = 1;
+        setsockopt(
+            rx.as_fd(),
+            libc::PACKET_IGNORE_OUTGOING,
+            &one,
+            "PACKET_IGNORE_OUTGOING",
+        )?;
+        setsockopt(
+            rx.as_fd(),
+            libc::PACKET_VNET_HDR,
+            &one,
+            "PACKET_VNET_HDR (rx)",
+        )?;
+        let version = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
+        setsockopt(rx.as_fd(), libc::PACKET_VERSION, &version, "PACKET_VERSION")?;
+        let req = geo.as_req();
+        setsockopt(rx.as_fd(), libc::PACKET_RX_RING, &req, "PACKET_RX_RING")?;
+        let ring = Ring::map(rx.as_fd(), geo).map_err(|e| PnicError::io("mmap(rx ring)", e))?;
+        // SAFETY: packet_mreq is plain data; all-zero is a valid value.
+        let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
+        mreq.mr_ifindex = ifindex as i32;
+        mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
+        setsockopt(
+            rx.as_fd(),
+            libc::PACKET_ADD_MEMBERSHIP,
+            &mreq,
+            "PACKET_ADD_MEMBERSHIP (promisc)",
+        )
+        .map_err(|e| match e {
+            PnicError::Io { source, .. } if source.raw_os_error() == Some(libc::ENODEV) => {
+                PnicError::NoSuchInterface(cfg.ifname.clone())
+            }
+            e => e,
+        })?;
+        bind_ll(rx.as_fd(), ifindex, libc::ETH_P_ALL as u16).map_err(|e| match e {
+            PnicError::NoSuchInterface(_) => PnicError::NoSuchInterface(cfg.ifname.clone()),
+            e => e,
+        })?;
+
+        // Transmit socket: bound with protocol 0, so it never receives anything; the kernel
+        // takes the protocol from the Ethernet header of each frame.
+        let tx = packet_socket()?;
+        setsockopt(
+            tx.as_fd(),
+            libc::PACKET_VNET_HDR,
+            &one,
+            "PACKET_VNET_HDR (tx)",
+        )?;
+        bind_ll(tx.as_fd(), ifindex, 0).map_err(|e| match e {
+            PnicError::NoSuchInterface(_) => PnicError::NoSuchInterface(cfg.ifname.clone()),
+            e => e,
+        })?;
+
+        Ok(Pnic {
+            ring,
+            rx,
+            tx,
+            ifname: cfg.ifname.clone(),
+            ifindex,
+            rx_stats: RxCounters::default(),
+            tx_frames: Cell::new(0),
+            tx_bytes: Cell::new(0),
+            tx_would_block: Cell::new(0),
+            tx_errors: Cell::new(0),
+            tp_packets: 0,
+            tp_drops: 0,
+        })
+    }
+
+    /// The receive socket, for epoll: readable when frames are waiting in the ring.
+    pub fn rx_fd(&self) -> BorrowedFd<'_> {
+        self.rx.as_fd()
+    }
+
+    /// The transmit socket, for epoll: writable when the socket buffer has room again after
+    /// [`PnicError::WouldBlock`].
+    pub fn tx_fd(&self) -> BorrowedFd<'_> {
+        self.tx.as_fd()
+    }
+
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// Ring slots actually set up (the requested count rounded up to whole blocks).
+    pub fn frame_nr(&self) -> u32 {
+        self.ring.geometry().frame_nr
+    }
+
+    pub fn frame_size(&self) -> u32 {
+        self.ring.geometry().frame_size
+    }
+
+    /// One NAPI poll: hands at most `budget` frames to `f`, releasing each slot back to the
+    /// kernel right after `f` returns. Returns the number handed over (== `budget` means "more
+    /// may be waiting, poll again"). Slots with an invalid header are released, counted in
+    /// `rx_bad`, and not counted against the budget (at most one ring's worth per call).
+    pub fn poll(&mut self, budget: usize, mut f: impl FnMut(RxFrame<'_>)) -> usize {
+        let mut handed = 0;
+        let mut bad_left = self.ring.geometry().frame_nr as usize;
+        let st = &mut self.rx_stats;
+        while handed < budget {
+            let r = self.ring.consume(|slot| match slot {
+                Slot::Frame {
+                    status,
+                    len,
+                    vnet,
+                    data,
+                } => {
+                    let fr = RxFrame {
+                        vnet,
+                        data,
+                        csum_not_ready: status & libc::TP_STATUS_CSUMNOTREADY != 0,
+                        csum_valid: status & libc::TP_STATUS_CSUM_VALID != 0,
+                        truncated: (data.len() as u64) < u64::from(len),
+                        wire_len: len,
+                    };
+                    st.frames += 1;
+                    st.bytes += data.len() as u64;
+                    st.truncated += u64::from(fr.truncated);
+                    st.csum_not_ready += u64::from(fr.csum_not_ready);
+                    f(fr);
+                    true
+                }
+                Slot::Bad => {
+                    st.bad += 1;
+                    false
+                }
+            });
+            match r {
+                None => break,
+                Some(true) => handed += 1,
+                Some(false) => {
+                    bad_left -= 1;
+                    if bad_left == 0 {
+                        break;
+                    }
+                }
+            }
+        }
+        handed
+    }
+
+    fn count_tx_err(&self, e: &PnicError) {
+        match e {
+            PnicError::WouldBlock => self.tx_would_block.set(self.tx_would_block.get() + 1),
+            _ => self.tx_errors.set(self.tx_errors.get() + 1),
+        }
+    }
+
+    /// Sends one frame given as pieces (a chained packet), prefixed with `vnet`: one `sendmsg`
+    /// with an iovec, no copy into a contiguous buffer. [`PnicError::WouldBlock`] on
+    /// EAGAIN/ENOBUFS; other refusals (EINVAL for an inconsistent vnet header, EMSGSIZE for a
+    /// non-GSO frame over the MTU, ENETDOWN) as [`PnicError::Io`].
+    pub fn send(&self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> Result<(), PnicError> {
+        let r = self.send_inner(vnet, pieces);
+        match &r {
+            Ok(bytes) => {
+                self.tx_frames.set(self.tx_frames.get() + 1);
+                self.tx_bytes.set(self.tx_bytes.get() + *bytes);
+            }
+            Err(e) => self.count_tx_err(e),
+        }
+        r.map(|_| ())
+    }
+
+    fn send_inner(&self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> Result<u64, PnicError> {
+        if pieces.len() > MAX_PIECES {
+            return Err(PnicError::io(
+                "send: too many pieces",
+                io::Error::from(io::ErrorKind::InvalidInput),
+            ));
+        }
+        let hdr = vnet.to_bytes();
+        let n = pieces.len() + 1;
+        let mut stack = [EMPTY_IOV; STACK_IOV];
+        let mut heap = Vec::new();
+        let iov: &mut [libc::iovec] = if n <= STACK_IOV {
+            &mut stack[..n]
+        } else {
+            heap.resize(n, EMPTY_IOV);
+            &mut heap
+        };
+        let bytes = fill_iov(iov, &hdr, pieces);
+        // SAFETY: msghdr is plain data; all-zero is a valid value (no address, no control).
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = n as _;
+        // SAFETY: msg points to `n` iovecs describing live, readable buffers (hdr, pieces)
+        // that outlive the call; the kernel only reads them.
+        let r = unsafe { libc::sendmsg(self.tx.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
+        if r < 0 {
+            return Err(tx_error(last_err(), "sendmsg(AF_PACKET)"));
+        }
+        Ok(bytes)
+    }
+
+    /// Sends several frames with one `sendmmsg`. Returns how many were sent (from the front);
+    /// fewer than `frames.len()` means the next one was refused: call again with the rest to
+    /// learn why. An empty batch sends nothing. Errors only when the first frame is refused.
+    pub fn send_batch(&self, frames: &[(VirtioNetHdr, &[&[u8]])]) -> Result<usize, PnicError> {
+        if frames.is_empty() {
+            return Ok(0);
+        }
+        if frames.iter().any(|(_, p)| p.len() > MAX_PIECES) {
+            let e = PnicError::io(
+                "send_batch: too many pieces",
+                io::Error::from(io::ErrorKind::InvalidInput),
+            );
+            self.count_tx_err(&e);
+            return Err(e);
+        }
+        let hdrs: Vec<[u8; VNET_HDR_LEN]> = frames.iter().map(|(v, _)| v.to_bytes()).collect();
+        let total_iov: usize = frames.iter().map(|(_, p)| p.len() + 1).sum();
+        let mut iov = vec![EMPTY_IOV; total_iov];
+        let mut bytes = Vec::with_capacity(frames.len());
+        let mut at = 0;
+        for ((_, pieces), hdr) in frames.iter().zip(&hdrs) {
+            let n = pieces.len() + 1;
+            bytes.push(fill_iov(&mut iov[at..at + n], hdr, pieces));
+            at += n;
+        }
+        let mut msgs: Vec<libc::mmsghdr> = Vec::with_capacity(frames.len());
+        let mut at = 0;
+        for (_, pieces) in frames {
+            let n = pieces.len() + 1;
+            // SAFETY: mmsghdr is plain data; all-zero is a valid value.
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_iov = iov[at..].as_mut_ptr();
+            m.msg_hdr.msg_iovlen = n as _;
+            msgs.push(m);
+            at += n;
+        }
+        let vlen = u32::try_from(msgs.len()).unwrap_or(u32::MAX);
+        // SAFETY: msgs holds `vlen` message headers whose iovecs point into `iov`, which
+        // describes live, readable buffers (hdrs, pieces) outliving the call. The kernel writes
+        // only msg_len in each entry.
+        let r = unsafe {
+            libc::sendmmsg(
+                self.tx.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                vlen as _,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if r < 0 {
+            let e = tx_error(last_err(), "sendmmsg(AF_PACKET)");
+            self.count_tx_err(&e);
+            return Err(e);
+        }
+        let sent = r as usize;
+        self.tx_frames.set(self.tx_frames.get() + sent as u64);
+        self.tx_bytes
+            .set(self.tx_bytes.get() + bytes[..sent].iter().sum::<u64>());
+        Ok(sent)
+    }
+
+    /// Counters, including the kernel's `PACKET_STATISTICS` (read, reset in the kernel, and
+    /// accumulated here).
+    pub fn stats(&mut self) -> PnicStats {
+        // SAFETY: tpacket_stats is plain data; all-zero is a valid value.
+        let mut ks: libc::tpacket_stats = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: ks/len describe a writable buffer of the right size.
+        let r = unsafe {
+            libc::getsockopt(
+                self.rx.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut ks as *mut libc::tpacket_stats).cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            self.tp_packets += u64::from(ks.tp_packets);
+            self.tp_drops += u64::from(ks.tp_drops);
+        }
+        let s = &self.rx_stats;
+        PnicStats {
+            rx_frames: s.frames,
+            rx_bytes: s.bytes,
+            rx_truncated: s.truncated,
+            rx_bad: s.bad,
+            rx_csum_not_ready: s.csum_not_ready,
+            tx_frames: self.tx_frames.get(),
+            tx_bytes: self.tx_bytes.get(),
+            tx_would_block: self.tx_would_block.get(),
+            tx_errors: self.tx_errors.get(),
+            tp_packets: self.tp_packets,
+            tp_drops: self.tp_drops,
+        }
+    }
+}
+
+/// Fills `iov` (len = pieces + 1) with the vnet header and the pieces; returns the frame bytes.
+fn fill_iov(iov: &mut [libc::iovec], hdr: &[u8; VNET_HDR_LEN], pieces: &[&[u8]]) -> u64 {
+    debug_assert_eq!(iov.len(), pieces.len() + 1);
+    iov[0] = libc::iovec {
+        iov_base: hdr.as_ptr().cast_mut().cast(),
+        iov_len: hdr.len(),
+    };
+    let mut bytes = 0u64;
+    for (v, p) in iov[1..].iter_mut().zip(pieces) {
+        *v = libc::iovec {
+            iov_base: p.as_ptr().cast_mut().cast(),
+            iov_len: p.len(),
+        };
+        bytes += p.len() as u64;
+    }
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_errors_without_interface() {
+        let e = Pnic::open(&PnicConfig::new("pvnet-nonexistent0")).unwrap_err();
+        assert!(matches!(e, PnicError::NoSuchInterface(ref n) if n == "pvnet-nonexistent0"));
+        let e = Pnic::open(&PnicConfig::new("")).unwrap_err();
+        assert!(matches!(e, PnicError::NoSuchInterface(_)));
+        let e = Pnic::open(&PnicConfig::new("a\0b")).unwrap_err();
+        assert!(matches!(e, PnicError::NoSuchInterface(_)));
+        let bad = PnicConfig {
+            frame_size: 100,
+            ..PnicConfig::new("lo")
+        };
+        assert!(matches!(Pnic::open(&bad), Err(PnicError::InvalidConfig(_))));
+    }
+
+    #[test]
+    fn open_lo_or_permission_denied() {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        match Pnic::open(&PnicConfig {
+            frame_nr: 16,
+            ..PnicConfig::new("lo")
+        }) {
+            Ok(p) => {
+                assert!(root);
+                assert_eq!(p.frame_nr(), 16);
+                assert!(p.ifindex() > 0);
+            }
+            Err(e) => {
+                assert!(!root, "root must be able to open lo: {e}");
+                assert!(matches!(e, PnicError::PermissionDenied), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn error_messages() {
+        let e = PnicError::io("PACKET_RX_RING", io::Error::from_raw_os_error(libc::ENOMEM));
+        assert!(e.to_string().starts_with("PACKET_RX_RING: "));
+        assert_eq!(e.raw_os_error(), Some(libc::ENOMEM));
+    }
+}

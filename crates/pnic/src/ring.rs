@@ -1,0 +1,361 @@
+//! The memory-mapped TPACKET_V2 receive ring.
+//!
+//! The ring is shared with the kernel. Access rules:
+//! - no reference is ever formed over the whole mapping;
+//! - a slot's status word is read with an Acquire load and written back with a Release store
+//!   through an `AtomicU32` made from a raw pointer;
+//! - the only reference into a slot is the `&[u8]` over the vnet header + frame bytes, and only
+//!   while the slot is owned by user space (status has `TP_STATUS_USER`); it never covers the
+//!   status word;
+//! - every field read from the `tpacket2_hdr` is validated before it is used.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
+
+/// Size of the kernel's `struct tpacket2_hdr`.
+const TP2_HDR_SIZE: usize = std::mem::size_of::<libc::tpacket2_hdr>();
+/// `TPACKET2_HDRLEN`: the aligned header plus the `sockaddr_ll` the kernel writes after it.
+pub(crate) const TP2_HDRLEN: usize = libc::TPACKET2_HDRLEN;
+const _: () = assert!(TP2_HDR_SIZE <= TP2_HDRLEN && MIN_MAC < MIN_FRAME_SIZE as usize);
+/// The lowest `tp_mac` a valid frame can have: header, sockaddr_ll, vnet header.
+pub(crate) const MIN_MAC: usize = TP2_HDRLEN + VNET_HDR_LEN;
+/// Smallest frame slot accepted: room for the headers plus a maximal Ethernet header and some
+/// payload (the kernel puts the MAC header at TPACKET_ALIGN(hdrlen + 16) + vnet - maclen).
+pub(crate) const MIN_FRAME_SIZE: u32 = 256;
+
+/// Ring geometry as passed to `PACKET_RX_RING`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Geometry {
+    pub block_size: u32,
+    pub block_nr: u32,
+    pub frame_size: u32,
+    pub frame_nr: u32,
+}
+
+impl Geometry {
+    /// Computes a geometry for the requested frame size and count: each block is the frame size
+    /// rounded up to whole pages, and the frame count is rounded up to whole blocks (the kernel
+    /// requires `frame_nr == block_nr * frames_per_block`).
+    pub fn new(frame_size: u32, frame_nr: u32, page_size: u32) -> Result<Geometry, String> {
+        if frame_size < MIN_FRAME_SIZE {
+            return Err(format!("frame_size {frame_size} < {MIN_FRAME_SIZE}"));
+        }
+        if frame_size as usize & (libc::TPACKET_ALIGNMENT - 1) != 0 {
+            return Err(format!(
+                "frame_size {frame_size} is not a multiple of {}",
+                libc::TPACKET_ALIGNMENT
+            ));
+        }
+        if frame_nr == 0 {
+            return Err("frame_nr is 0".into());
+        }
+        if page_size == 0 || !page_size.is_power_of_two() {
+            return Err(format!("bad page size {page_size}"));
+        }
+        let block_size = frame_size
+            .checked_next_multiple_of(page_size)
+            .ok_or_else(|| format!("frame_size {frame_size} too large"))?;
+        let per_block = block_size / frame_size;
+        let block_nr = frame_nr.div_ceil(per_block);
+        let frame_nr = block_nr
+            .checked_mul(per_block)
+            .ok_or_else(|| format!("frame_nr {frame_nr} too large"))?;
+        // The mapping must fit in the address space and stay sane (≤ 4 GiB here).
+        let total = u64::from(block_size) * u64::from(block_nr);
+        if total > u64::from(u32::MAX) {
+            return Err(format!("ring of {total} bytes too large"));
+        }
+        Ok(Geometry {
+            block_size,
+            block_nr,
+            frame_size,
+            frame_nr,
+        })
+    }
+
+    pub fn frames_per_block(&self) -> u32 {
+        self.block_size / self.frame_size
+    }
+
+    pub fn map_len(&self) -> usize {
+        self.block_size as usize * self.block_nr as usize
+    }
+
+    /// Byte offset of frame `i` in the mapping.
+    pub fn frame_offset(&self, i: u32) -> usize {
+        let fpb = self.frames_per_block();
+        (i / fpb) as usize * self.block_size as usize
+            + (i % fpb) as usize * self.frame_size as usize
+    }
+
+    pub fn as_req(&self) -> libc::tpacket_req {
+        libc::tpacket_req {
+            tp_block_size: self.block_size,
+            tp_block_nr: self.block_nr,
+            tp_frame_size: self.frame_size,
+            tp_frame_nr: self.frame_nr,
+        }
+    }
+}
+
+/// The header fields of one slot, copied out of shared memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct HdrFields {
+    pub len: u32,
+    pub snaplen: u32,
+    pub mac: u16,
+    pub net: u16,
+}
+
+/// Validates the header of a user-owned slot. Returns `(mac, snaplen)` on success.
+pub(crate) fn validate(h: &HdrFields, frame_size: u32) -> Option<(usize, usize)> {
+    let mac = usize::from(h.mac);
+    let net = usize::from(h.net);
+    let snap = h.snaplen as usize;
+    let fs = frame_size as usize;
+    if mac < MIN_MAC || net < mac || net > fs {
+        return None;
+    }
+    // snaplen 0 means the kernel did not even write the vnet header.
+    if snap == 0 || h.snaplen > h.len {
+        return None;
+    }
+    if mac.checked_add(snap)? > fs {
+        return None;
+    }
+    Some((mac, snap))
+}
+
+/// What one slot held.
+pub(crate) enum Slot<'a> {
+    Frame {
+        status: u32,
+        len: u32,
+        vnet: VirtioNetHdr,
+        data: &'a [u8],
+    },
+    /// The header failed validation; the slot is released and counted as bad.
+    Bad,
+}
+
+/// The mapped ring and the index of the next slot to look at.
+pub(crate) struct Ring {
+    base: NonNull<u8>,
+    geo: Geometry,
+    head: u32,
+}
+
+// SAFETY: the mapping is owned by the Ring (unmapped on drop) and is only accessed through
+// &mut self / &self methods; moving the owner to another thread is fine.
+unsafe impl Send for Ring {}
+
+/// Hands the slot back to the kernel and advances the head, also when the consumer panics.
+struct Release<'r> {
+    status: *const AtomicU32,
+    head: &'r mut u32,
+    frame_nr: u32,
+}
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `status` points to the 4-byte aligned status word of a slot inside the live
+        // mapping (Ring outlives this guard); no reference covers it.
+        unsafe { &*self.status }.store(libc::TP_STATUS_KERNEL, Ordering::Release);
+        *self.head = (*self.head + 1) % self.frame_nr;
+    }
+}
+
+impl Ring {
+    /// Maps the ring of `fd` (on which `PACKET_RX_RING` was set with `geo`).
+    pub fn map(fd: BorrowedFd<'_>, geo: Geometry) -> io::Result<Ring> {
+        // The ring pages are kernel memory inserted at mmap time: no populate or lock needed.
+        // SAFETY: a fresh shared mapping of the socket's ring; the kernel validates fd and length.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                geo.map_len(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base =
+            NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave NULL"))?;
+        Ok(Ring { base, geo, head: 0 })
+    }
+
+    pub fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
+    /// Looks at the head slot. When it is owned by user space, calls `f` with its validated
+    /// contents, then gives the slot back to the kernel and advances. `None` when the head slot
+    /// still belongs to the kernel (nothing waiting).
+    pub fn consume<R>(&mut self, f: impl FnOnce(Slot<'_>) -> R) -> Option<R> {
+        let off = self.geo.frame_offset(self.head);
+        // SAFETY: off < map_len (head < frame_nr), so the pointer stays inside the mapping.
+        let frame = unsafe { self.base.as_ptr().add(off) };
+        let status_ptr = frame.cast::<AtomicU32>().cast_const();
+        // SAFETY: the slot start is 16-byte aligned (block is page aligned, frame_size a
+        // multiple of 16) and lies in the live mapping; we only ever access it atomically.
+        let status = unsafe { &*status_ptr }.load(Ordering::Acquire);
+        if status & libc::TP_STATUS_USER == 0 {
+            return None;
+        }
+        let frame_nr = self.geo.frame_nr;
+        let frame_size = self.geo.frame_size;
+        let _release = Release {
+            status: status_ptr,
+            head: &mut self.head,
+            frame_nr,
+        };
+        // The slot is ours until the Release store: the kernel does not write it.
+        // SAFETY: the header lies inside the slot (frame_size ≥ MIN_FRAME_SIZE > TP2_HDR_SIZE),
+        // the slot is aligned for tpacket2_hdr, and the Acquire load above orders these reads
+        // after the kernel's writes. We copy it out (no reference is kept).
+        let raw: libc::tpacket2_hdr = unsafe { std::ptr::read(frame.cast::<libc::tpacket2_hdr>()) };
+        let h = HdrFields {
+            len: raw.tp_len,
+            snaplen: raw.tp_snaplen,
+            mac: raw.tp_mac,
+            net: raw.tp_net,
+        };
+        let slot = match validate(&h, frame_size) {
+            Some((mac, snap)) => {
+                // SAFETY: validate guarantees MIN_MAC ≤ mac and mac + snap ≤ frame_size, so
+                // [mac - VNET_HDR_LEN, mac + snap) lies inside this slot, past the status word.
+                // The slot is user-owned until `_release` drops, which happens after `f` has
+                // returned; `f` cannot keep the borrow (it is generic over the lifetime).
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(frame.add(mac - VNET_HDR_LEN), VNET_HDR_LEN + snap)
+                };
+                let (vh, data) = bytes.split_at(VNET_HDR_LEN);
+                match VirtioNetHdr::parse(vh) {
+                    Some(vnet) => Slot::Frame {
+                        status,
+                        len: h.len,
+                        vnet,
+                        data,
+                    },
+                    None => Slot::Bad,
+                }
+            }
+            None => Slot::Bad,
+        };
+        Some(f(slot))
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: base/map_len describe the mapping created in `map`; no borrows into it can
+        // outlive the Ring.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.geo.map_len());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometry_default() {
+        let g = Geometry::new(2048, 4096, 4096).unwrap();
+        assert_eq!(g.block_size, 4096);
+        assert_eq!(g.block_nr, 2048);
+        assert_eq!(g.frame_nr, 4096);
+        assert_eq!(g.frame_offset(0), 0);
+        assert_eq!(g.frame_offset(1), 2048);
+        assert_eq!(g.frame_offset(2), 4096);
+        assert_eq!(g.map_len(), 8 << 20);
+    }
+
+    #[test]
+    fn geometry_rounding() {
+        // 3008-byte frames: one per 4 KiB block.
+        let g = Geometry::new(3008, 5, 4096).unwrap();
+        assert_eq!((g.block_size, g.block_nr, g.frame_nr), (4096, 5, 5));
+        assert_eq!(g.frame_offset(3), 3 * 4096);
+        // 9 frames of 2 KiB → 5 blocks, 10 frames.
+        let g = Geometry::new(2048, 9, 4096).unwrap();
+        assert_eq!((g.block_nr, g.frame_nr), (5, 10));
+        // Jumbo: 9216 → 12 KiB block.
+        let g = Geometry::new(9216, 4, 4096).unwrap();
+        assert_eq!((g.block_size, g.frame_nr), (12288, 4));
+    }
+
+    #[test]
+    fn geometry_rejects() {
+        assert!(Geometry::new(100, 4, 4096).is_err());
+        assert!(Geometry::new(2050, 4, 4096).is_err());
+        assert!(Geometry::new(2048, 0, 4096).is_err());
+        assert!(Geometry::new(u32::MAX - 15, 1, 4096).is_err());
+        assert!(Geometry::new(2048, u32::MAX, 4096).is_err());
+    }
+
+    #[test]
+    fn validate_header() {
+        let ok = HdrFields {
+            len: 60,
+            snaplen: 60,
+            mac: 76,
+            net: 90,
+        };
+        assert_eq!(validate(&ok, 2048), Some((76, 60)));
+        // Truncated frame: snaplen < len is fine.
+        let t = HdrFields {
+            len: 9000,
+            snaplen: 2048 - 76,
+            ..ok
+        };
+        assert_eq!(validate(&t, 2048), Some((76, 2048 - 76)));
+        // Exceeds the slot.
+        assert_eq!(
+            validate(
+                &HdrFields {
+                    snaplen: 2048 - 75,
+                    len: 9000,
+                    ..ok
+                },
+                2048
+            ),
+            None
+        );
+        // mac too low (vnet header would overlap the tpacket header).
+        assert_eq!(
+            validate(
+                &HdrFields {
+                    mac: (MIN_MAC - 1) as u16,
+                    ..ok
+                },
+                2048
+            ),
+            None
+        );
+        // net before mac.
+        assert_eq!(validate(&HdrFields { net: 70, ..ok }, 2048), None);
+        // net beyond the slot.
+        assert_eq!(validate(&HdrFields { net: 4000, ..ok }, 2048), None);
+        // snaplen > len, snaplen 0.
+        assert_eq!(validate(&HdrFields { snaplen: 61, ..ok }, 2048), None);
+        assert_eq!(validate(&HdrFields { snaplen: 0, ..ok }, 2048), None);
+        // Extreme values never overflow.
+        let x = HdrFields {
+            len: u32::MAX,
+            snaplen: u32::MAX,
+            mac: u16::MAX,
+            net: u16::MAX,
+        };
+        assert_eq!(validate(&x, u32::MAX), None);
+    }
+}

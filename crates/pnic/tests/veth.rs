@@ -1,0 +1,525 @@
+//! Root tests on a throwaway veth pair: the Pnic sits on `IF_A` in namespace `a`, the remote
+//! host is namespace `b` with a plain raw socket on `IF_B`.
+
+mod common;
+
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use common::*;
+use pvnet_pnic::{Pnic, PnicConfig, PnicError, VirtioNetHdr};
+use pvnet_wire::vnet::{F_NEEDS_CSUM, GSO_NONE, GSO_TCPV4};
+
+fn open_a(bed: &Bed, frame_nr: u32) -> Pnic {
+    in_ns(&bed.a.0, || {
+        Pnic::open(&PnicConfig {
+            frame_nr,
+            ..PnicConfig::new(IF_A)
+        })
+        .expect("open pnic")
+    })
+}
+
+fn peer(bed: &Bed, vnet: bool) -> RawSock {
+    in_ns(&bed.b.0, || RawSock::open(IF_B, vnet))
+}
+
+/// Waits until the rx fd is readable (or the timeout passes).
+fn wait_rx(p: &Pnic, ms: i32) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: p.rx_fd().as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut pfd, 1, ms) > 0 }
+}
+
+/// Polls until `want` frames matched `keep` or `ms` passed; returns the kept frames' copies.
+fn collect(p: &mut Pnic, want: usize, ms: u64, keep: impl Fn(&[u8]) -> bool) -> Vec<Vec<u8>> {
+    let end = Instant::now() + Duration::from_millis(ms);
+    let mut out = Vec::new();
+    while out.len() < want && Instant::now() < end {
+        wait_rx(p, 20);
+        p.poll(64, |f| {
+            if keep(f.data) {
+                out.push(f.data.to_vec());
+            }
+        });
+    }
+    out
+}
+
+#[test]
+fn open_errors() {
+    if !is_root() {
+        return;
+    }
+    let bed = Bed::new();
+    in_ns(&bed.a.0, || {
+        // The peer's interface is not in this namespace.
+        let e = Pnic::open(&PnicConfig::new(IF_B)).unwrap_err();
+        assert!(
+            matches!(e, PnicError::NoSuchInterface(ref n) if n == IF_B),
+            "{e}"
+        );
+        // A slot too small to be useful.
+        let e = Pnic::open(&PnicConfig {
+            frame_size: 64,
+            ..PnicConfig::new(IF_A)
+        })
+        .unwrap_err();
+        assert!(matches!(e, PnicError::InvalidConfig(_)), "{e}");
+    });
+    let p = open_a(&bed, 9);
+    assert_eq!(p.frame_nr(), 10, "rounded up to whole 4 KiB blocks");
+    assert_eq!(p.frame_size(), 2048);
+}
+
+/// (a) Crafted frames from the peer arrive byte-exact, in order, and the budget is respected.
+#[test]
+fn raw_frames_in_order_with_budget() {
+    if !is_root() {
+        return;
+    }
+    let bed = Bed::new();
+    let mut p = open_a(&bed, 4096);
+    let s = peer(&bed, false);
+    let sent: Vec<Vec<u8>> = (0..100u32)
+        .map(|i| test_frame(MAC_A, MAC_B, i, 60 + (i as usize * 37) % 1455))
+        .collect();
+    for f in &sent {
+        s.send(f).unwrap();
+    }
+    // Let the softirqs deliver everything into the ring.
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(wait_rx(&p, 0), "rx fd must be readable");
+    let mut got = Vec::new();
+    let mut polls = 0;
+    loop {
+        let n = p.poll(16, |f| {
+            assert!(!f.truncated);
+            assert_eq!(f.wire_len as usize, f.data.len());
+            got.push(f.data.to_vec());
+        });
+        polls += 1;
+        assert!(n <= 16);
+        if n < 16 {
+            break;
+        }
+    }
+    assert_eq!(got.len(), 100, "all frames and nothing else");
+    assert_eq!(got, sent, "byte-exact and in order");
+    assert_eq!(polls, 7);
+    assert_eq!(p.poll(16, |_| panic!("ring must be empty")), 0);
+    assert!(!wait_rx(&p, 0), "rx fd not readable once drained");
+    let st = p.stats();
+    assert_eq!(st.rx_frames, 100);
+    assert_eq!(
+        st.rx_bytes,
+        sent.iter().map(|f| f.len() as u64).sum::<u64>()
+    );
+    assert_eq!((st.rx_truncated, st.rx_bad, st.tp_drops), (0, 0, 0));
+    assert_eq!(st.tp_packets, 100);
+}
+
+/// Frames longer than a slot arrive truncated and are flagged; the vnet header is intact.
+#[test]
+fn oversized_frame_is_truncated() {
+    if !is_root() {
+        return;
+    }
+    let bed = Bed::new();
+    run_in(&bed.b.0, &["link", "set", IF_B, "mtu", "4000"]);
+    run_in(&bed.a.0, &["link", "set", IF_A, "mtu", "4000"]);
+    let mut p = open_a(&bed, 64);
+    let s = peer(&bed, false);
+    let big = test_frame(MAC_A, MAC_B, 7, 3000);
+    s.send(&big).unwrap();
+    let mut seen = 0;
+    let end = Instant::now() + Duration::from_secs(2);
+    while seen == 0 && Instant::now() < end {
+        wait_rx(&p, 20);
+        p.poll(8, |f| {
+            assert!(f.truncated);
+            assert_eq!(f.wire_len, 3000);
+            assert!(f.data.len() < 2048);
+            assert_eq!(f.data, &big[..f.data.len()]);
+            assert_eq!(f.vnet, VirtioNetHdr::default());
+            seen += 1;
+        });
+    }
+    assert_eq!(seen, 1);
+    assert_eq!(p.stats().rx_truncated, 1);
+}
+
+fn run_in(ns: &str, args: &[&str]) {
+    let mut a = vec!["-n", ns];
+    a.extend_from_slice(args);
+    let st = std::process::Command::new("ip").args(&a).status().unwrap();
+    assert!(st.success());
+}
+
+/// (b) A TCP SYN from the peer's own stack arrives with its checksum state.
+#[test]
+fn tcp_syn_from_peer_stack() {
+    if !is_root() {
+        return;
+    }
+    let bed = Bed::new();
+    let mut p = open_a(&bed, 256);
+    // Namespace a owns 10.77.0.2 and answers ARP, then RSTs the SYN (we do not see our
+    // side's answers: PACKET_IGNORE_OUTGOING).
+    let r = in_ns(&bed.b.0, || {
+        std::net::TcpStream::connect_timeout(
+            &"10.77.0.2:7777".parse().unwrap(),
+            Duration::from_secs(2),
+        )
+    });
+    assert!(r.is_err(), "nobody listens on 7777");
+    let mut syn = None;
+    let mut arp = 0;
+    let mut others = Vec::new();
+    let end = Instant::now() + Duration::from_secs(2);
+    while syn.is_none() && Instant::now() < end {
+        wait_rx(&p, 20);
+        p.poll(64, |f| {
+            assert_ne!(
+                &f.data[6..12],
+                &MAC_A,
+                "own transmissions must not come back"
+            );
+            match ethertype(f.data) {
+                0x0806 => arp += 1,
+                0x0800 if f.data[23] == 6 => {
+                    syn = Some((f.data.to_vec(), f.vnet, f.csum_not_ready, f.csum_valid))
+                }
+                t => others.push(t),
+            }
+        });
+    }
+    let (d, vnet, not_ready, valid) = syn.expect("TCP SYN seen");
+    eprintln!(
+        "SYN: {} bytes, arp frames {arp}, other ethertypes {others:x?}, csum_not_ready {not_ready}, \
+         csum_valid {valid}, vnet {vnet:?}",
+        d.len()
+    );
+    assert!(arp >= 1, "the ARP request precedes the SYN");
+    assert_eq!(&d[30..34], &IP_A);
+    assert_eq!(u16::from_be_bytes([d[36], d[37]]), 7777);
+    assert_eq!(d[47] & 0x02, 0x02, "SYN flag");
+    if not_ready {
+        // Partial checksum: the vnet header says where to complete it.
+        assert!(vnet.flags & F_NEEDS_CSUM != 0);
+        assert_eq!((vnet.csum_start, vnet.csum_offset), (34, 16));
+    } else {
+        assert!(tcp_checksums_ok(&d));
+    }
+}
+
+/// (c) + (d) Frames sent with `send`/`send_batch` arrive byte-exact at the peer, and none of
+/// them is read back by `poll`.
+#[test]
+fn send_arrives_and_is_not_read_back() {
+    if !is_root() {
+        return;
+    }
+    let bed = Bed::new();
+    let mut p = open_a(&bed, 256);
+    let s = peer(&bed, false);
+    let frames: Vec<Vec<u8>> = (0..60u32)
+        .map(|i| test_frame(MAC_B, MAC_A, i, 60 + (i as usize * 97) % 1455))
+        .collect();
+    let none = VirtioNetHdr::default();
+    // 20 single sends, each frame split in three pieces.
+    for f in &frames[..20] {
+        let (x, rest) = f.split_at(7);
+        let (y, z) = rest.split_at(rest.len() / 2);
+        p.send(&none, &[x, y, z]).unwrap();
+    }
+    // One frame in 40 pieces (heap iovec path).
+    let f = &frames[20];
+    let pieces: Vec<&[u8]> = f.chunks(f.len().div_ceil(40)).collect();
+    assert!(pieces.len() > 32);
+    p.send(&none, &pieces).unwrap();
+    // 39 frames in batches of 13.
+    for chunk in frames[21..].chunks(13) {
+        let parts: Vec<[&[u8]; 2]> = chunk.iter().map(|f| [&f[..20], &f[20..]]).collect();
+        let batch: Vec<(VirtioNetHdr, &[&[u8]])> = parts.iter().map(|p| (none, &p[..])).collect();
+        let mut at = 0;
+        while at < batch.len() {
+            at += p.send_batch(&batch[at..]).unwrap();
+        }
+    }
+    let mut got = Vec::new();
+    while got.len() < frames.len() {
+        match s.recv(2000) {
+            Some(f) if test_seq(&f).is_some() => got.push(f),
+            Some(_) => {}
+            None => break,
+        }
+    }
+    assert_eq!(got.len(), frames.len());
+    assert_eq!(got, frames, "byte-exact and in order");
+    // (d) nothing of ours comes back.
+    std::thread::sleep(Duration::from_millis(50));
+    let mut back = 0;
+    p.poll(1024, |f| {
+        eprintln!("unexpected frame: {:x?}", &f.data[..f.data.len().min(34)]);
+        back += 1;
+    });
+    assert_eq!(back, 0, "own transmissions must not be read back");
+    let st = p.stats();
+    assert_eq!(st.tx_frames, 60);
+    assert_eq!(
+        st.tx_bytes,
+        frames.iter().map(|f| f.len() as u64).sum::<u64>()
+    );
+    assert_eq!((st.tx_errors, st.tx_would_block, st.rx_frames), (0, 0, 0));
+
+    // Errors are distinct and counted: an over-MTU non-GSO frame is refused.
+    let huge = test_frame(MAC_B, MAC_A, 999, 3000);
+    let e = p.send(&none, &[&huge]).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EMSGSIZE), "{e}");
+    assert_eq!(p.stats().tx_errors, 1);
+
+    // Back-pressure is distinct: with the peer down, veth drops at the device and the kernel
+    // reports ENOBUFS, surfaced as WouldBlock.
+    run_in(&bed.b.0, &["link", "set", IF_B, "down"]);
+    let f = test_frame(MAC_B, MAC_A, 1000, 60);
+    let e = p.send(&none, &[&f]).unwrap_err();
+    assert!(matches!(e, PnicError::WouldBlock), "{e}");
+    let batch = [(none, &[&f[..]][..])];
+    assert!(matches!(p.send_batch(&batch), Err(PnicError::WouldBlock)));
+    let st = p.stats();
+    assert_eq!((st.tx_would_block, st.tx_errors, st.tx_frames), (2, 1, 60));
+}
+
+fn gso_send(p: &Pnic, seq: u32) -> Vec<u8> {
+    let payload: Vec<u8> = (0..3000u32).map(|i| (i * 7 + 3) as u8).collect();
+    let hdr = tcp_headers(seq, payload.len());
+    let vnet = VirtioNetHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type: GSO_TCPV4,
+        hdr_len: 54,
+        gso_size: 1000,
+        csum_start: 34,
+        csum_offset: 16,
+    };
+    p.send(&vnet, &[&hdr, &payload[..1500], &payload[1500..]])
+        .unwrap();
+    payload
+}
+
+/// Collects the TCP frames to port 5001 at the peer until 3000 payload bytes arrived.
+fn gso_collect(s: &RawSock, vnet: bool) -> Vec<(Option<VirtioNetHdr>, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut bytes = 0;
+    while bytes < 3000 {
+        let Some(b) = s.recv(2000) else { break };
+        let (v, f) = if vnet {
+            (VirtioNetHdr::parse(&b), b[10..].to_vec())
+        } else {
+            (None, b)
+        };
+        if ethertype(&f) == 0x0800 && f[23] == 6 && f[36..38] == 5001u16.to_be_bytes() {
+            bytes += f.len() - 54;
+            out.push((v, f));
+        }
+    }
+    out
+}
+
+/// (c) A GSO frame (3000 bytes, gso_size 1000, TCPV4, NEEDS_CSUM) sent through the pnic.
+///
+/// veth advertises TSO, so by default the kernel passes the GSO skb through unsegmented: the
+/// peer sees one 3054-byte frame with the GSO metadata (visible with PACKET_VNET_HDR) and a
+/// partial checksum, which its stack accepts as one GSO packet. With TSO and TX checksumming
+/// off on the pnic's port (a "dumb" NIC), the kernel segments and checksums in software: the
+/// peer sees three 1054-byte segments with valid IPv4 and TCP checksums.
+#[test]
+fn gso_frame_segmented_where_needed() {
+    if !is_root() {
+        return;
+    }
+    let bed = Bed::new();
+    let mut p = open_a(&bed, 64);
+    let s = peer(&bed, true);
+
+    // Default offloads: one GSO frame.
+    let payload = gso_send(&p, 1_000_000);
+    let got = gso_collect(&s, true);
+    eprintln!(
+        "GSO, TSO on: {} frame(s) of {:?} bytes, vnet {:?}",
+        got.len(),
+        got.iter().map(|g| g.1.len()).collect::<Vec<_>>(),
+        got.iter().map(|g| g.0).collect::<Vec<_>>()
+    );
+    let mut data = Vec::new();
+    for (_, f) in &got {
+        data.extend_from_slice(&f[54..]);
+    }
+    assert_eq!(data, payload);
+    if got.len() == 1 {
+        let v = got[0].0.unwrap();
+        assert_eq!((v.gso_kind(), v.gso_size), (GSO_TCPV4, 1000));
+        assert_eq!(got[0].1.len(), 3054);
+    } else {
+        assert_eq!(got.len(), 3);
+    }
+
+    // A port without TSO and checksum offload: software segmentation + checksums.
+    const ETHTOOL_STXCSUM: u32 = 0x17;
+    const ETHTOOL_STSO: u32 = 0x1f;
+    in_ns(&bed.a.0, || {
+        ethtool_set(IF_A, ETHTOOL_STSO, 0);
+        ethtool_set(IF_A, ETHTOOL_STXCSUM, 0);
+    });
+    let payload = gso_send(&p, 2_000_000);
+    let got = gso_collect(&s, true);
+    assert_eq!(got.len(), 3, "three MTU-sized segments");
+    let mut data = Vec::new();
+    for (i, (v, f)) in got.iter().enumerate() {
+        assert_eq!(f.len(), 1054);
+        assert!(tcp_checksums_ok(f), "segment {i} checksums");
+        let seq = u32::from_be_bytes(f[38..42].try_into().unwrap());
+        assert_eq!(seq, 2_000_000 + 1000 * i as u32);
+        assert_eq!(v.unwrap().gso_type, GSO_NONE);
+        data.extend_from_slice(&f[54..]);
+    }
+    assert_eq!(data, payload);
+    let st = p.stats();
+    assert_eq!((st.tx_frames, st.tx_bytes, st.tx_errors), (2, 6108, 0));
+}
+
+/// (e) A tiny ring overflows under a burst: the kernel's drops show in stats, nothing
+/// panics, and the ring works afterwards.
+#[test]
+fn small_ring_overflows_and_recovers() {
+    if !is_root() {
+        return;
+    }
+    let bed = Bed::new();
+    let mut p = open_a(&bed, 8);
+    assert_eq!(p.frame_nr(), 8);
+    let s = peer(&bed, false);
+    for i in 0..500u32 {
+        s.send(&test_frame(MAC_A, MAC_B, i, 100)).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let mut seqs = Vec::new();
+    loop {
+        let n = p.poll(4, |f| seqs.push(test_seq(f.data).expect("test frame")));
+        if n == 0 {
+            break;
+        }
+    }
+    let st = p.stats();
+    eprintln!("overflow: polled {} frames, stats {st:?}", seqs.len());
+    assert_eq!(
+        seqs,
+        (0..8).collect::<Vec<_>>(),
+        "the first 8 fill the ring"
+    );
+    assert!(st.tp_drops > 0);
+    assert_eq!(st.tp_packets, st.rx_frames + st.tp_drops);
+    assert!(st.tp_packets <= 500);
+    // Reading PACKET_STATISTICS resets the kernel counters; ours accumulate.
+    let st2 = p.stats();
+    assert_eq!((st2.tp_packets, st2.tp_drops), (st.tp_packets, st.tp_drops));
+    // The ring keeps working, in order, past the wrap.
+    for round in 0..5u32 {
+        for i in 0..6u32 {
+            s.send(&test_frame(MAC_A, MAC_B, 1000 + round * 10 + i, 80))
+                .unwrap();
+        }
+        let got = collect(&mut p, 6, 2000, |d| test_seq(d).is_some());
+        let got: Vec<u32> = got.iter().map(|d| test_seq(d).unwrap()).collect();
+        assert_eq!(
+            got,
+            (0..6).map(|i| 1000 + round * 10 + i).collect::<Vec<_>>()
+        );
+    }
+    let st3 = p.stats();
+    assert_eq!(st3.tp_drops, st.tp_drops);
+}
+
+/// Rough numbers (printed, not asserted): cost of draining a full ring, and frames/s polled
+/// while a peer thread streams 64-byte frames.
+#[test]
+fn measure_poll_rate() {
+    if !is_root() {
+        return;
+    }
+    let bed = Bed::new();
+    let mut p = open_a(&bed, 4096);
+    let s = peer(&bed, false);
+
+    // Drain a full ring, three times (the first pass over a fresh mapping is slower).
+    let n_fill = p.frame_nr();
+    for round in 0..3 {
+        for i in 0..n_fill {
+            s.send(&test_frame(MAC_A, MAC_B, i, 60)).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let t = Instant::now();
+        let mut got = 0usize;
+        let mut sum = 0u64;
+        loop {
+            let n = p.poll(64, |f| sum += u64::from(f.data[14]));
+            got += n;
+            if n == 0 {
+                break;
+            }
+        }
+        let dt = t.elapsed();
+        std::hint::black_box(sum);
+        eprintln!(
+            "drain round {round}: {got} frames in {dt:?} = {:.1} ns/frame ({:.1} Mframes/s); \
+             kernel drops {}",
+            dt.as_nanos() as f64 / got.max(1) as f64,
+            got as f64 / dt.as_secs_f64() / 1e6,
+            p.stats().tp_drops
+        );
+    }
+
+    // Streaming: a sender thread in the peer namespace, the poller here.
+    const N: u32 = 300_000;
+    let sender = std::thread::spawn(move || {
+        let f = test_frame(MAC_A, MAC_B, 0, 60);
+        let t = Instant::now();
+        let mut sent = 0u32;
+        for _ in 0..N {
+            if s.send(&f).is_ok() {
+                sent += 1;
+            }
+        }
+        (sent, t.elapsed())
+    });
+    let t = Instant::now();
+    let mut got = 0u64;
+    let mut polls = 0u64;
+    let mut idle = 0;
+    while idle < 50 {
+        if !wait_rx(&p, 10) {
+            if sender.is_finished() {
+                idle += 1;
+            }
+            continue;
+        }
+        let n = p.poll(64, |_| {});
+        polls += 1;
+        got += n as u64;
+    }
+    let (sent, sdt) = sender.join().unwrap();
+    let dt = t.elapsed().saturating_sub(Duration::from_millis(500));
+    let st = p.stats();
+    eprintln!(
+        "stream: sender {sent} frames in {sdt:?} ({:.2} Mframes/s); polled {got} in ~{dt:?} \
+         ({:.2} Mframes/s, {:.1} frames/poll); kernel drops {} (since start)",
+        f64::from(sent) / sdt.as_secs_f64() / 1e6,
+        got as f64 / dt.as_secs_f64() / 1e6,
+        got as f64 / polls.max(1) as f64,
+        st.tp_drops
+    );
+}
