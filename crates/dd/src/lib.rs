@@ -1,1 +1,6 @@
-//! pvnet-dd
+//! The driver domain: physical port, bridge, netback, and the daemon core that joins them.
+
+pub mod bridge;
+pub mod mock;
+pub mod netback;
+pub mod packet;

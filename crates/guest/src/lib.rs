@@ -1,1 +1,6 @@
-//! pvnet-guest
+//! The guest side of a vif: netfront and the guest process around it.
+
+pub mod netfront;
+pub mod proto;
+pub mod run;
+pub mod xenbus;

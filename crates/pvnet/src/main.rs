@@ -1,1 +1,396 @@
-fn main() {}
+//! `pvnet`: the Xen PV network path in user space, and its benchmark.
+
+mod bench;
+mod daemon;
+mod rundir;
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Parser, Subcommand};
+use daemon::{AdminRequest, Daemon, DaemonConfig, Mode};
+
+#[derive(Parser)]
+#[command(name = "pvnet", version, about = "The Xen paravirtual network path in user space, measured")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start a remote host, a driver domain and guests; runs until `pvnet down` (needs root).
+    Up {
+        /// Guests to start.
+        #[arg(long, default_value_t = 1)]
+        guests: usize,
+        /// `xen` (the PV path) or `linux` (no virtualization: the driver domain's veth end gets 10.77.0.2).
+        #[arg(long, value_enum, default_value_t = Mode::Xen)]
+        mode: Mode,
+        /// Run id (default: a fresh one); names are pvnet-<id>-<role>.
+        #[arg(long)]
+        id: Option<String>,
+        /// Frames per physical-port poll (NAPI budget).
+        #[arg(long, default_value_t = 64)]
+        budget: usize,
+        /// Extra domains served to an external frontend through a socket (for tests).
+        #[arg(long, default_value_t = 0, hide = true)]
+        attach: usize,
+        /// Stay in the foreground instead of detaching.
+        #[arg(long)]
+        foreground: bool,
+        /// CPU for the driver domain and guests (the receiving CPU); -1 = no pinning.
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+        cpu: i64,
+    },
+    /// Stop a run and remove everything it created.
+    Down {
+        #[arg(long)]
+        id: Option<String>,
+        /// Stop every run.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Counters per port and per vif.
+    Stat {
+        #[arg(long)]
+        id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print where a run's namespaces and addresses are.
+    Info {
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// Run a command inside one of a run's namespaces (`remote`, `dd`, `g0`, ...).
+    Exec {
+        #[arg(long)]
+        id: Option<String>,
+        /// Role: remote, dd, g0, g1, ...
+        role: String,
+        #[arg(trailing_var_arg = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// The traffic tool: a TCP stream and a TCP request/response test (netperf-like).
+    Perf {
+        #[command(subcommand)]
+        cmd: PerfCmd,
+    },
+    /// Run configurations side by side and report throughput, TCP_RR and cycles per byte.
+    Bench(bench::BenchArgs),
+    /// (internal) the driver-domain daemon in the foreground.
+    #[command(hide = true)]
+    Daemon {
+        #[arg(long)]
+        config: String,
+    },
+    /// (internal) a guest process on an inherited control socket.
+    #[command(hide = true)]
+    GuestRun {
+        #[arg(long)]
+        ctl_fd: i32,
+    },
+}
+
+#[derive(Subcommand)]
+enum PerfCmd {
+    /// Accept connections and serve stream and request/response tests.
+    Server {
+        #[arg(long, default_value = "0.0.0.0:5201")]
+        bind: SocketAddr,
+        /// Exit after the first test.
+        #[arg(long)]
+        once: bool,
+    },
+    /// Send a verified byte stream; prints the receiver's report as JSON.
+    Stream {
+        to: String,
+        #[arg(long, default_value_t = 5201)]
+        port: u16,
+        /// Seconds.
+        #[arg(long, default_value_t = 10.0)]
+        duration: f64,
+        /// Bytes per write.
+        #[arg(long, default_value_t = 65536)]
+        msg_size: usize,
+        /// Stop after this many bytes.
+        #[arg(long)]
+        bytes: Option<u64>,
+    },
+    /// Request/response transactions; prints rate and latency percentiles as JSON.
+    Rr {
+        to: String,
+        #[arg(long, default_value_t = 5201)]
+        port: u16,
+        #[arg(long, default_value_t = 10.0)]
+        duration: f64,
+        #[arg(long, default_value_t = 1)]
+        req_size: usize,
+        #[arg(long, default_value_t = 1)]
+        rsp_size: usize,
+    },
+}
+
+fn need_root(what: &str) -> Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("`pvnet {what}` needs root (network namespaces, veth, TAP and raw sockets): run it with sudo");
+    }
+    Ok(())
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
+    (host, port).to_socket_addrs()?.next().ok_or_else(|| anyhow!("cannot resolve {host}"))
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = run(cli) {
+        eprintln!("pvnet: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Cmd::Up { guests, mode, id, budget, attach, foreground, cpu } => {
+            need_root("up")?;
+            if guests == 0 && mode == Mode::Xen && attach == 0 {
+                bail!("--guests must be at least 1");
+            }
+            if budget == 0 {
+                bail!("--budget must be at least 1");
+            }
+            let cfg = DaemonConfig {
+                id: match id {
+                    Some(i) => pvnet_testbed::RunId::parse(&i)?.as_str().to_string(),
+                    None => pvnet_testbed::RunId::new().as_str().to_string(),
+                },
+                mode,
+                guests,
+                attach,
+                budget,
+                cpu: usize::try_from(cpu).ok(),
+                rps: true,
+            };
+            if rundir::run_dir(&cfg.id).exists() {
+                bail!("a run with id {} exists already (see `pvnet info --id {}`)", cfg.id, cfg.id);
+            }
+            if foreground {
+                return daemon_main(cfg, true);
+            }
+            let info = start_daemon(&cfg, true)?;
+            print_info(&info);
+            Ok(())
+        }
+        Cmd::Down { id, all } => {
+            need_root("down")?;
+            let ids = if all { rundir::list_runs() } else { vec![rundir::pick_run(id.as_deref())?] };
+            for id in ids {
+                down(&id)?;
+                println!("pvnet: run {id} is down");
+            }
+            Ok(())
+        }
+        Cmd::Stat { id, json } => {
+            need_root("stat")?;
+            let id = rundir::pick_run(id.as_deref())?;
+            let v = daemon::admin_call(&id, &AdminRequest::Stat)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                print_stat(&v);
+            }
+            Ok(())
+        }
+        Cmd::Info { id } => {
+            let id = rundir::pick_run(id.as_deref())?;
+            print_info(&rundir::read_info(&id)?);
+            Ok(())
+        }
+        Cmd::Exec { id, role, cmd } => {
+            need_root("exec")?;
+            let id = rundir::pick_run(id.as_deref())?;
+            let ns = pvnet_testbed::Netns::open(&format!("pvnet-{id}-{role}"))
+                .with_context(|| format!("no namespace for role {role} in run {id}"))?;
+            let err = ns.command(&cmd[0]).args(&cmd[1..]).exec();
+            Err(anyhow!("exec {}: {err}", cmd[0]))
+        }
+        Cmd::Perf { cmd } => perf(cmd),
+        Cmd::Bench(args) => bench::run(args),
+        Cmd::Daemon { config } => {
+            let cfg: DaemonConfig = serde_json::from_str(&config).context("daemon config")?;
+            daemon_main(cfg, false)
+        }
+        Cmd::GuestRun { ctl_fd } => {
+            if ctl_fd < 3 {
+                bail!("--ctl-fd must name an inherited descriptor");
+            }
+            // SAFETY: the daemon placed the guest's control socket at this descriptor number
+            // for us (dup2 before exec); nothing else in this process owns it.
+            let sock = unsafe { OwnedFd::from_raw_fd(ctl_fd) };
+            pvnet_guest::run::run_guest(sock)
+        }
+    }
+}
+
+/// Runs the daemon in this process: start, write info, serve, tear down.
+fn daemon_main(cfg: DaemonConfig, print: bool) -> Result<()> {
+    let id = cfg.id.clone();
+    let mut d = match Daemon::start(cfg) {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = pvnet_testbed::cleanup_run(&id);
+            // A parent waiting for us reads the log and removes the directory.
+            if print {
+                let _ = std::fs::remove_dir_all(rundir::run_dir(&id));
+            }
+            return Err(e);
+        }
+    };
+    let info = d.info();
+    let tmp = rundir::info_path(&id).with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(&info)?)?;
+    std::fs::rename(&tmp, rundir::info_path(&id))?;
+    if print {
+        print_info(&info);
+    }
+    let r = d.run();
+    d.shutdown();
+    r
+}
+
+/// Spawns `pvnet daemon` detached and waits until it is ready (its info file appears).
+pub fn start_daemon(cfg: &DaemonConfig, detach: bool) -> Result<rundir::RunInfo> {
+    std::fs::create_dir_all(rundir::run_dir(&cfg.id))?;
+    let log = std::fs::File::create(rundir::log_path(&cfg.id))?;
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(["daemon", "--config", &serde_json::to_string(cfg)?])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    if detach {
+        // SAFETY: setsid is async-signal-safe; it detaches the daemon from our terminal so a
+        // Ctrl-C here doesn't reach it.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd.spawn().context("starting the daemon")?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if rundir::info_path(&cfg.id).exists() {
+            return rundir::read_info(&cfg.id);
+        }
+        if let Some(st) = child.try_wait()? {
+            let log = std::fs::read_to_string(rundir::log_path(&cfg.id)).unwrap_or_default();
+            let _ = std::fs::remove_dir_all(rundir::run_dir(&cfg.id));
+            bail!("the daemon exited ({st}) before it was ready:\n{}", log.trim());
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            bail!("the daemon was not ready within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Asks a run's daemon to stop and waits until it is gone; cleans up after a dead one.
+pub fn down(id: &str) -> Result<()> {
+    let pid = rundir::read_info(id).map(|i| i.pid).unwrap_or(0);
+    if daemon::admin_call(id, &AdminRequest::Down).is_ok() {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while rundir::pid_alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    if rundir::pid_alive(pid) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Whatever a crashed daemon left behind.
+    pvnet_testbed::cleanup_run(id)?;
+    let _ = std::fs::remove_dir_all(rundir::run_dir(id));
+    Ok(())
+}
+
+fn print_info(i: &rundir::RunInfo) {
+    println!("pvnet run {} ({} mode), daemon pid {}", i.id, i.mode, i.pid);
+    println!("  remote host   {:<24} {}", i.remote_ns, i.remote_addr);
+    println!("  driver domain {:<24} {} (own stack), physical port {}", i.dd_ns, i.dd_addr, i.pnic_if);
+    for (k, (ns, a)) in i.guest_ns.iter().zip(&i.guest_addrs).enumerate() {
+        println!("  guest {k}       {ns:<24} {a}");
+    }
+    for (d, p) in &i.attach {
+        println!("  domain {d} waits for an external frontend at {p}");
+    }
+    println!("  e.g.  sudo ip netns exec {} iperf3 -s", i.guest_ns.first().unwrap_or(&i.dd_ns));
+    println!("        sudo pvnet stat --id {}      sudo pvnet down --id {}", i.id, i.id);
+}
+
+fn print_stat(v: &serde_json::Value) {
+    println!("run {}  mode {}  up {:.1} s", v["id"].as_str().unwrap_or("?"), v["mode"], v["uptime_s"].as_f64().unwrap_or(0.0));
+    let flat = |prefix: &str, o: &serde_json::Value| {
+        if let Some(m) = o.as_object() {
+            let parts: Vec<String> = m
+                .iter()
+                .filter(|(_, v)| v.as_u64() != Some(0))
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            println!("  {prefix:<9} {}", parts.join(" "));
+        }
+    };
+    flat("daemon", &v["daemon"]);
+    flat("pnic", &v["pnic"]);
+    flat("grant", &v["grant"]);
+    println!("  bridge    {}", v["bridge"].as_str().unwrap_or(""));
+    if let Some(vifs) = v["vifs"].as_array() {
+        for vif in vifs {
+            println!(
+                "  vif {}  {}  {}{}",
+                vif["domid"],
+                vif["mac"].as_str().unwrap_or(""),
+                vif["state"].as_str().unwrap_or(""),
+                vif["fatal"].as_str().map(|f| format!(" ({f})")).unwrap_or_default()
+            );
+            flat("  netback", &vif["netback"]);
+            flat("  netfront", &vif["netfront"]);
+        }
+    }
+}
+
+fn perf(cmd: PerfCmd) -> Result<()> {
+    use pvnet_perf::{rr, server, stream};
+    match cmd {
+        PerfCmd::Server { bind, once } => server::serve(&server::ServerOpts { bind, once }, |ev| match ev {
+            server::ServerEvent::Stream(r) => println!("{}", serde_json::to_string(&r).unwrap_or_default()),
+            server::ServerEvent::Rr(r) => println!("{{\"rr_transactions\":{},\"seconds\":{}}}", r.transactions, r.seconds),
+            server::ServerEvent::Error { peer, message } => eprintln!("pvnet perf: {peer:?}: {message}"),
+        }),
+        PerfCmd::Stream { to, port, duration, msg_size, bytes } => {
+            if msg_size == 0 || duration <= 0.0 {
+                bail!("--msg-size and --duration must be positive");
+            }
+            let opts = stream::StreamOpts { msg_size, duration: Duration::from_secs_f64(duration), max_bytes: bytes };
+            let out = stream::stream_send_outcome(resolve(&to, port)?, &opts)?;
+            println!("{}", serde_json::json!({"sent": out.sent, "receiver": out.report}));
+            if out.report.bytes != out.sent || out.report.mismatches != 0 {
+                bail!("stream not intact: sent {} bytes, receiver verified {} with {} mismatches", out.sent, out.report.bytes, out.report.mismatches);
+            }
+            Ok(())
+        }
+        PerfCmd::Rr { to, port, duration, req_size, rsp_size } => {
+            let opts = rr::RrOpts { duration: Duration::from_secs_f64(duration), req_size, rsp_size };
+            let r = rr::rr_client(resolve(&to, port)?, &opts)?;
+            println!("{}", serde_json::to_string(&r)?);
+            Ok(())
+        }
+    }
+}

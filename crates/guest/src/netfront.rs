@@ -1,0 +1,494 @@
+//! netfront: the guest's half of a vif (Linux `drivers/net/xen-netfront.c`), reduced to ring
+//! and buffer logic. It owns the guest's buffer pages, grants them to the driver domain one
+//! request at a time and revokes each grant when its response arrives, so a page is only ever
+//! reachable by the backend while a request for it is outstanding.
+//!
+//! The "stack" side is a callback (RX) and a reader (TX), so the same code serves the guest
+//! process (a TAP) and in-process tests.
+
+use std::io::{self, IoSliceMut};
+use std::sync::Arc;
+
+use pvnet_hv::evtchn::EvtchnEnd;
+use pvnet_hv::grant::GuestGrantTable;
+use pvnet_hv::mem::{GuestMemory, OwnPage};
+use pvnet_hv::{DomId, GrantRef, Pfn, PAGE_SIZE};
+use pvnet_netif::csum::csum_setup;
+use pvnet_netif::*;
+use pvnet_wire::vnet::{self, VirtioNetHdr, VNET_HDR_LEN};
+use serde::{Deserialize, Serialize};
+
+/// RX buffers posted (one page each): a full ring.
+pub const RX_BUFS: u32 = 256;
+/// TX buffer pages.
+pub const TX_PAGES: u32 = 256;
+/// Largest frame the TAP may hand over (a 64 KiB TSO frame plus Ethernet header).
+pub const MAX_TX_FRAME: usize = 65535 + 14;
+/// Data pages one TX frame may need.
+const TX_MAX_PAGES: usize = MAX_TX_FRAME.div_ceil(PAGE_SIZE);
+
+/// Where a frontend keeps things in its memory: grant table, the two ring pages, RX buffers,
+/// TX buffers.
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    pub grant_frames: u32,
+}
+
+impl Layout {
+    pub fn tx_ring(&self) -> Pfn {
+        Pfn(self.grant_frames)
+    }
+    pub fn rx_ring(&self) -> Pfn {
+        Pfn(self.grant_frames + 1)
+    }
+    pub fn rx_buf(&self, i: u32) -> Pfn {
+        Pfn(self.grant_frames + 2 + i)
+    }
+    pub fn tx_page(&self, i: u32) -> Pfn {
+        Pfn(self.grant_frames + 2 + RX_BUFS + i)
+    }
+    /// Pages the guest needs.
+    pub fn pages(&self) -> u32 {
+        self.grant_frames + 2 + RX_BUFS + TX_PAGES
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrontStats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_gso_packets: u64,
+    /// Responses with an error status.
+    pub rx_errors: u64,
+    /// Responses that break the protocol (unknown id, bad offset/size, missing slots).
+    pub rx_bad_response: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_gso_packets: u64,
+    /// TX responses with an error status.
+    pub tx_errors: u64,
+    /// Times the TX ring or page pool was full when a frame was waiting.
+    pub tx_ring_full: u64,
+    pub tx_bad_response: u64,
+    /// Frames the stack handed over that we could not send (too large, ...).
+    pub tx_dropped: u64,
+    pub notifications_sent: u64,
+    /// Deliveries to the stack that failed (e.g. TAP write errors).
+    pub deliver_errors: u64,
+}
+
+/// A snapshot of a frontend's resources ([`Netfront::resources`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrontResources {
+    /// Grant references not allocated.
+    pub grants_free: usize,
+    pub tx_pages_free: usize,
+    pub tx_ids_free: usize,
+    /// TX requests posted and not yet answered.
+    pub tx_in_flight: usize,
+    /// RX buffers posted and not yet answered.
+    pub rx_posted: usize,
+}
+
+struct TxInflight {
+    page: u32,
+    gref: GrantRef,
+}
+
+/// A connected frontend.
+pub struct Netfront {
+    mem: Arc<GuestMemory>,
+    gnt: GuestGrantTable,
+    layout: Layout,
+    backend: DomId,
+    evtchn: EvtchnEnd,
+    tx: FrontRing<TxRing, OwnPage>,
+    rx: FrontRing<RxRing, OwnPage>,
+    tx_ring_ref: GrantRef,
+    rx_ring_ref: GrantRef,
+    /// Grant of each posted RX buffer, by request id (= buffer index).
+    rx_grant: Vec<Option<GrantRef>>,
+    /// TX requests in flight, by id.
+    tx_inflight: Vec<Option<TxInflight>>,
+    tx_free_ids: Vec<u16>,
+    tx_free_pages: Vec<u32>,
+    /// Responses of a multi-slot RX packet gathered so far.
+    rx_slots: Vec<RxResponse>,
+    pub stats: FrontStats,
+}
+
+impl Netfront {
+    /// Sets up grant table, rings and buffers in `mem` and grants the ring pages to `backend`.
+    /// The rings are initialized here: only the frontend initializes a shared ring.
+    pub fn new(mem: Arc<GuestMemory>, layout: Layout, backend: DomId, evtchn: EvtchnEnd) -> io::Result<Netfront> {
+        if mem.pages() < layout.pages() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("guest memory has {} pages, netfront needs {}", mem.pages(), layout.pages()),
+            ));
+        }
+        let mut gnt = GuestGrantTable::new(mem.clone(), layout.grant_frames);
+        let page = |pfn| {
+            OwnPage::new(mem.clone(), pfn)
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "ring page out of range"))
+        };
+        let tx = FrontRing::init(page(layout.tx_ring())?);
+        let rx = FrontRing::init(page(layout.rx_ring())?);
+        let no_ref = || io::Error::new(io::ErrorKind::OutOfMemory, "grant table full");
+        let tx_ring_ref = gnt.alloc().ok_or_else(no_ref)?;
+        let rx_ring_ref = gnt.alloc().ok_or_else(no_ref)?;
+        gnt.grant_access(tx_ring_ref, backend, layout.tx_ring(), false);
+        gnt.grant_access(rx_ring_ref, backend, layout.rx_ring(), false);
+        Ok(Netfront {
+            mem,
+            gnt,
+            layout,
+            backend,
+            evtchn,
+            tx,
+            rx,
+            tx_ring_ref,
+            rx_ring_ref,
+            rx_grant: (0..RX_BUFS).map(|_| None).collect(),
+            tx_inflight: (0..TxRing::SIZE).map(|_| None).collect(),
+            tx_free_ids: (0..TxRing::SIZE as u16).rev().collect(),
+            tx_free_pages: (0..TX_PAGES).rev().collect(),
+            rx_slots: Vec::with_capacity(20),
+            stats: FrontStats::default(),
+        })
+    }
+
+    pub fn tx_ring_ref(&self) -> GrantRef {
+        self.tx_ring_ref
+    }
+    pub fn rx_ring_ref(&self) -> GrantRef {
+        self.rx_ring_ref
+    }
+    pub fn evtchn(&self) -> &EvtchnEnd {
+        &self.evtchn
+    }
+
+    fn notify(&mut self) {
+        if self.evtchn.notify().is_ok() {
+            self.stats.notifications_sent += 1;
+        }
+    }
+
+    /// Posts an RX request for every buffer not currently posted; notifies if the backend asked.
+    pub fn rx_refill(&mut self) {
+        let mut posted = false;
+        for id in 0..RX_BUFS {
+            if self.rx_grant[id as usize].is_some() || self.rx.free_requests() == 0 {
+                continue;
+            }
+            let Some(gref) = self.gnt.alloc() else { break };
+            self.gnt.grant_access(gref, self.backend, self.layout.rx_buf(id), false);
+            self.rx_grant[id as usize] = Some(gref);
+            self.rx.put_request(&RxRequest { id: id as u16, gref: gref.0 });
+            posted = true;
+        }
+        if posted && self.rx.push_requests() {
+            self.notify();
+        }
+    }
+
+    /// Revokes the grant of RX buffer `id` and frees the reference. False when `id` was not
+    /// posted (a backend answering a request we never made).
+    fn rx_reclaim(&mut self, id: u16) -> bool {
+        let Some(slot) = self.rx_grant.get_mut(id as usize) else { return false };
+        let Some(gref) = slot.take() else { return false };
+        if self.gnt.end_access(gref) {
+            self.gnt.free(gref);
+        }
+        // A grant still pinned would be the backend copying after answering; the reference
+        // is leaked rather than reused, and the buffer is reposted with a new one.
+        true
+    }
+
+    /// Consumes RX responses. Each complete packet is handed to `deliver` as its virtio
+    /// header and data pieces (slices of the guest's own buffer pages, no longer granted).
+    /// Then refills. Returns the packets delivered.
+    pub fn rx_poll(&mut self, mut deliver: impl FnMut(&VirtioNetHdr, &[&[u8]]) -> io::Result<()>) -> usize {
+        let mut delivered = 0;
+        // Kept across batches of responses: a packet's slots may straddle two reads of rsp_prod.
+        let mut extra: Option<ExtraInfo> = None;
+        let mut expect_extra = false;
+        loop {
+            let n = match self.rx.unconsumed_responses() {
+                Ok(n) => n,
+                Err(_) => {
+                    self.stats.rx_bad_response += 1;
+                    0
+                }
+            };
+            if n == 0 {
+                self.rx_refill();
+                match self.rx.final_check_for_responses() {
+                    Ok(true) => continue,
+                    _ => break,
+                }
+            }
+            for _ in 0..n {
+                let slot = self.rx.take_response();
+                if expect_extra {
+                    let e = slot.extra();
+                    expect_extra = e.more();
+                    if e.kind == XEN_NETIF_EXTRA_TYPE_GSO {
+                        extra = Some(e);
+                    }
+                    continue;
+                }
+                let r = slot.response();
+                if !self.rx_reclaim(r.id) {
+                    self.stats.rx_bad_response += 1;
+                    self.rx_slots.clear();
+                    extra = None;
+                    continue;
+                }
+                if self.rx_slots.is_empty() && r.flags & NETRXF_EXTRA_INFO != 0 {
+                    expect_extra = true;
+                }
+                self.rx_slots.push(r);
+                if r.flags & NETRXF_MORE_DATA != 0 {
+                    continue;
+                }
+                if self.deliver_rx(extra.take(), &mut deliver) {
+                    delivered += 1;
+                }
+                self.rx_slots.clear();
+            }
+        }
+        delivered
+    }
+
+    /// Hands the gathered slots of one packet to the stack.
+    fn deliver_rx(
+        &mut self,
+        extra: Option<ExtraInfo>,
+        deliver: &mut impl FnMut(&VirtioNetHdr, &[&[u8]]) -> io::Result<()>,
+    ) -> bool {
+        let mut pieces: [&[u8]; XEN_NETIF_NR_SLOTS_MIN + 2] = [&[]; XEN_NETIF_NR_SLOTS_MIN + 2];
+        let first = self.rx_slots[0];
+        if self.rx_slots.len() > pieces.len() {
+            self.stats.rx_bad_response += 1;
+            return false;
+        }
+        let mut len = 0usize;
+        for (i, r) in self.rx_slots.iter().enumerate() {
+            if r.status < 0 {
+                self.stats.rx_errors += 1;
+                return false;
+            }
+            let (off, sz) = (r.offset as usize, r.status as usize);
+            if off + sz > PAGE_SIZE {
+                self.stats.rx_bad_response += 1;
+                return false;
+            }
+            let pfn = self.layout.rx_buf(r.id as u32);
+            let Some(p) = self.mem.page_ptr(pfn) else {
+                self.stats.rx_bad_response += 1;
+                return false;
+            };
+            // SAFETY: the page belongs to this guest's memory mapping, which outlives `pieces`;
+            // its grant was revoked in rx_reclaim, so the backend can no longer write it (hv
+            // checks the grant on every copy) and nothing else in this process touches it until
+            // it is reposted after `deliver` returns. off + sz <= 4096 was checked above.
+            pieces[i] = unsafe { std::slice::from_raw_parts(p.add(off), sz) };
+            len += sz;
+        }
+        let pieces = &pieces[..self.rx_slots.len()];
+        let mut hdr = VirtioNetHdr::default();
+        if first.flags & NETRXF_CSUM_BLANK != 0 || extra.is_some() {
+            // The checksum field holds only the pseudo-header sum: tell the stack where it is.
+            match csum_setup(pieces[0]) {
+                Some(cs) => {
+                    hdr.flags = vnet::F_NEEDS_CSUM;
+                    hdr.csum_start = cs.csum_start;
+                    hdr.csum_offset = cs.csum_offset;
+                    hdr.hdr_len = cs.hdr_len;
+                }
+                None => {
+                    self.stats.rx_errors += 1;
+                    return false;
+                }
+            }
+        } else if first.flags & NETRXF_DATA_VALIDATED != 0 {
+            hdr.flags = vnet::F_DATA_VALID;
+        }
+        if let Some(g) = extra.and_then(|e| e.gso()) {
+            hdr.gso_size = g.size;
+            hdr.gso_type = match g.gso_type {
+                XEN_NETIF_GSO_TYPE_TCPV6 => vnet::GSO_TCPV6,
+                _ => vnet::GSO_TCPV4,
+            };
+            self.stats.rx_gso_packets += 1;
+        }
+        match deliver(&hdr, pieces) {
+            Ok(()) => {
+                self.stats.rx_packets += 1;
+                self.stats.rx_bytes += len as u64;
+                true
+            }
+            Err(_) => {
+                self.stats.deliver_errors += 1;
+                false
+            }
+        }
+    }
+
+    /// Collects TX responses: revokes grants, frees pages and ids.
+    pub fn tx_complete(&mut self) -> usize {
+        let mut n_done = 0;
+        loop {
+            let n = match self.tx.unconsumed_responses() {
+                Ok(n) => n,
+                Err(_) => {
+                    self.stats.tx_bad_response += 1;
+                    0
+                }
+            };
+            if n == 0 {
+                match self.tx.final_check_for_responses() {
+                    Ok(true) => continue,
+                    _ => break,
+                }
+            }
+            for _ in 0..n {
+                let r = self.tx.take_response();
+                if r.status == NETIF_RSP_NULL {
+                    continue; // the answer to an extra-info slot
+                }
+                if r.status != NETIF_RSP_OKAY {
+                    self.stats.tx_errors += 1;
+                }
+                let Some(inf) = self.tx_inflight.get_mut(r.id as usize).and_then(Option::take) else {
+                    self.stats.tx_bad_response += 1;
+                    continue;
+                };
+                if self.gnt.end_access(inf.gref) {
+                    self.gnt.free(inf.gref);
+                    self.tx_free_pages.push(inf.page);
+                }
+                self.tx_free_ids.push(r.id);
+                n_done += 1;
+            }
+        }
+        n_done
+    }
+
+    /// Free and in-use resources, to check for leaks.
+    pub fn resources(&self) -> FrontResources {
+        FrontResources {
+            grants_free: self.gnt.free_count(),
+            tx_pages_free: self.tx_free_pages.len(),
+            tx_ids_free: self.tx_free_ids.len(),
+            tx_in_flight: self.tx_inflight.iter().filter(|t| t.is_some()).count(),
+            rx_posted: self.rx_grant.iter().filter(|g| g.is_some()).count(),
+        }
+    }
+
+    /// Whether a maximal frame fits now (pages, ids and ring slots).
+    pub fn tx_has_room(&self) -> bool {
+        self.tx_free_pages.len() >= TX_MAX_PAGES
+            && self.tx_free_ids.len() >= TX_MAX_PAGES
+            && self.tx.free_requests() as usize > TX_MAX_PAGES + 1
+    }
+
+    /// Reads one frame from the stack straight into free TX pages and posts it. `read` gets
+    /// a virtio header buffer followed by page buffers (a readv on a TAP). Returns
+    /// `Ok(None)` when there is no room (back-pressure: the frame stays with the stack),
+    /// `Ok(Some(len))` when a frame was posted, and the reader's error otherwise
+    /// (`WouldBlock` when the stack has nothing).
+    pub fn tx_read_with(
+        &mut self,
+        read: impl FnOnce(&mut [IoSliceMut<'_>]) -> io::Result<usize>,
+    ) -> io::Result<Option<usize>> {
+        if !self.tx_has_room() {
+            self.stats.tx_ring_full += 1;
+            return Ok(None);
+        }
+        let n_pages = self.tx_free_pages.len();
+        let pages: Vec<u32> = self.tx_free_pages[n_pages - TX_MAX_PAGES..].iter().rev().copied().collect();
+        let mut hdr = [0u8; VNET_HDR_LEN];
+        let total = {
+            let mut iov: Vec<IoSliceMut<'_>> = Vec::with_capacity(TX_MAX_PAGES + 1);
+            iov.push(IoSliceMut::new(&mut hdr));
+            for &pg in &pages {
+                let p = self.mem.page_ptr(self.layout.tx_page(pg)).expect("tx page in range");
+                // SAFETY: a free TX page is not granted to anyone (its grant was revoked before
+                // it went back to the free list) and not otherwise referenced in this process;
+                // the slice lives only for this read.
+                iov.push(IoSliceMut::new(unsafe { std::slice::from_raw_parts_mut(p, PAGE_SIZE) }));
+            }
+            read(&mut iov)?
+        };
+        // A reader claiming more than it was given is broken; a frame over 64 KiB does not fit
+        // the first slot's 16-bit size (`XEN_NETIF_MAX_TX_SIZE`; Linux netfront drops it too),
+        // and sending it truncated would look like a protocol violation to netback.
+        if total < VNET_HDR_LEN + 14
+            || total > VNET_HDR_LEN + TX_MAX_PAGES * PAGE_SIZE
+            || total - VNET_HDR_LEN > XEN_NETIF_MAX_TX_SIZE
+        {
+            self.stats.tx_dropped += 1;
+            return Ok(Some(0));
+        }
+        let len = total - VNET_HDR_LEN;
+        let vh = VirtioNetHdr::parse(&hdr).expect("10 bytes");
+        let used = len.div_ceil(PAGE_SIZE);
+        let mut flags0 = 0u16;
+        if vh.needs_csum() {
+            flags0 |= NETTXF_CSUM_BLANK | NETTXF_DATA_VALIDATED;
+        } else if vh.data_valid() {
+            flags0 |= NETTXF_DATA_VALIDATED;
+        }
+        let gso = match vh.gso_kind() {
+            vnet::GSO_TCPV4 => Some(XEN_NETIF_GSO_TYPE_TCPV4),
+            vnet::GSO_TCPV6 => Some(XEN_NETIF_GSO_TYPE_TCPV6),
+            vnet::GSO_NONE => None,
+            _ => {
+                self.stats.tx_dropped += 1;
+                return Ok(Some(0));
+            }
+        };
+        if gso.is_some() {
+            flags0 |= NETTXF_EXTRA_INFO;
+        }
+        for (i, &pg) in pages.iter().take(used).enumerate() {
+            let id = self.tx_free_ids.pop().expect("room checked");
+            let gref = self.gnt.alloc().expect("grant refs outnumber tx slots");
+            self.gnt.grant_access(gref, self.backend, self.layout.tx_page(pg), true);
+            let seg = (len - i * PAGE_SIZE).min(PAGE_SIZE);
+            let mut flags = if i == 0 { flags0 } else { 0 };
+            if i + 1 < used {
+                flags |= NETTXF_MORE_DATA;
+            }
+            let size = if i == 0 { len } else { seg } as u16;
+            self.tx.put_request(&TxSlot::from_request(&TxRequest { gref: gref.0, offset: 0, flags, id, size }));
+            if i == 0 {
+                if let Some(t) = gso {
+                    let info = GsoInfo { size: vh.gso_size, gso_type: t, features: 0 };
+                    self.tx.put_request(&TxSlot::from_extra(&ExtraInfo::new_gso(info, false)));
+                }
+            }
+            self.tx_inflight[id as usize] = Some(TxInflight { page: pg, gref });
+        }
+        let keep = n_pages - used;
+        // The pages used were taken from the end of the free list (in `pages` order).
+        let used_set: Vec<u32> = pages[..used].to_vec();
+        self.tx_free_pages.retain(|p| !used_set.contains(p));
+        debug_assert_eq!(self.tx_free_pages.len(), keep);
+        self.stats.tx_packets += 1;
+        self.stats.tx_bytes += len as u64;
+        if gso.is_some() {
+            self.stats.tx_gso_packets += 1;
+        }
+        Ok(Some(len))
+    }
+
+    /// Pushes posted TX requests; notifies when the backend asked.
+    pub fn tx_push(&mut self) {
+        if self.tx.push_requests() {
+            self.notify();
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! Messages between the toolstack (the daemon) and a guest process over the guest's control
+//! socket (`pvnet_hv::ctl`, one JSON message per datagram, file descriptors alongside).
+
+use pvnet_hv::store::{XsReply, XsRequest};
+use serde::{Deserialize, Serialize};
+
+use crate::netfront::FrontStats;
+
+/// What the toolstack tells a guest when it builds it. Sent with three file descriptors:
+/// the guest memory memfd, the event channel's notify eventfd and its wait eventfd.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BootInfo {
+    pub domid: u16,
+    pub mem_pages: u32,
+    pub grant_frames: u32,
+    /// The frontend's xenstore directory, e.g. `/local/domain/1/device/vif/0`.
+    pub device_path: String,
+    /// Event channel port number of the vif (written to `event-channel`).
+    pub evtchn_port: u32,
+    /// Name of the guest's network interface (the TAP).
+    pub ifname: String,
+    /// IPv4 address and prefix of the guest's interface.
+    pub ipv4: String,
+    pub prefix: u8,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum ToGuest {
+    Boot(BootInfo),
+    Xs(XsReply),
+    Watch { path: String, token: String },
+    /// Stop: the guest answers with its final stats and exits.
+    Shutdown,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum FromGuest {
+    Xs(XsRequest),
+    /// The frontend is connected and its interface is up.
+    Ready,
+    Stats(FrontStats),
+    /// Something went wrong; the guest exits after sending this.
+    Failed(String),
+}

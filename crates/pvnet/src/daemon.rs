@@ -1,0 +1,936 @@
+//! The driver-domain daemon: toolstack (guest memory, event channels, xenstore, guest
+//! processes) and the data path (pnic → bridge → netback, and back), in one event loop pinned
+//! to the receiving CPU.
+//!
+//! Bridge ports: 0 = the physical port, 1 = the driver domain's own stack (a TAP in its
+//! namespace), 1 + domid = the vif of that guest.
+
+use std::collections::BTreeMap;
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
+use pvnet_dd::bridge::{Bridge, BridgeConfig, Decision, PortId};
+use pvnet_dd::netback::{Fatal, Features, Netback, VifStats};
+use pvnet_dd::packet::Packet;
+use pvnet_guest::netfront::{FrontStats, Layout};
+use pvnet_guest::proto::{BootInfo, FromGuest, ToGuest};
+use pvnet_guest::run::format_mac;
+use pvnet_hv::evtchn::{channel_pair, EvtchnEnd};
+use pvnet_hv::grant::{Hypervisor, GRANT_FRAMES};
+use pvnet_hv::mem::GuestMemory;
+use pvnet_hv::store::{Store, XenbusState};
+use pvnet_hv::{ctl, DomId, GrantRef};
+use pvnet_netif::keys;
+use pvnet_pnic::{Pnic, PnicConfig};
+use pvnet_testbed::{link, topology, RunId, Tap, Testbed, TestbedConfig};
+use pvnet_wire::ethernet::MacAddr;
+use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::rundir::{self, RunInfo};
+
+const PORT_PNIC: PortId = PortId(0);
+const PORT_DDSTACK: PortId = PortId(1);
+fn vif_port(d: DomId) -> PortId {
+    PortId(1 + d.0)
+}
+
+const EV_SIGNAL: u64 = 1;
+const EV_PNIC: u64 = 2;
+const EV_DDTAP: u64 = 3;
+const EV_ADMIN: u64 = 4;
+/// Per-domain tokens: kind in the high bits, domid in the low 16.
+const EV_GUEST_CTL: u64 = 1 << 20;
+const EV_EVTCHN: u64 = 2 << 20;
+const EV_ATTACH: u64 = 3 << 20;
+const EV_ADMIN_CONN: u64 = 4 << 20;
+
+/// The event channel port every vif uses inside its domain.
+const VIF_PORT: u32 = 1;
+/// Extra guest pages beyond what netfront lays out.
+const SPARE_PAGES: u32 = 16;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// No virtualization: the driver domain's veth end gets an address, receivers run there.
+    Linux,
+    /// The PV path without aggregation.
+    Xen,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DaemonConfig {
+    pub id: String,
+    pub mode: Mode,
+    pub guests: usize,
+    /// Extra domains served to an external frontend through a socket (tests).
+    pub attach: usize,
+    /// Frames per pnic poll.
+    pub budget: usize,
+    /// CPU for the daemon and guests (the receiving CPU); None = no pinning.
+    pub cpu: Option<usize>,
+    pub rps: bool,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            id: RunId::new().as_str().to_string(),
+            mode: Mode::Xen,
+            guests: 1,
+            attach: 0,
+            budget: 64,
+            cpu: Some(0),
+            rps: true,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum AdminRequest {
+    Stat,
+    Down,
+}
+
+/// The connection state of a vif, as `pvnet stat` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VifState {
+    Waiting,
+    Connected,
+    /// Disconnected by the backend for breaking the protocol.
+    Disconnected,
+    Closed,
+}
+
+struct Vif {
+    domid: DomId,
+    mac: [u8; 6],
+    ctl: Option<OwnedFd>,
+    /// The guest's end of the control socket until an external frontend takes it.
+    attach_end: Option<OwnedFd>,
+    attach_listener: Option<(OwnedFd, String)>,
+    /// The backend's end of the event channel until the vif connects.
+    evtchn_back: Option<EvtchnEnd>,
+    netback: Option<Netback>,
+    stats: VifStats,
+    front_stats: FrontStats,
+    state: VifState,
+    fatal: Option<Fatal>,
+    child: Option<Child>,
+    ready: bool,
+    failed: Option<String>,
+    dirty: bool,
+}
+
+impl Vif {
+    fn device_path(&self) -> String {
+        format!("/local/domain/{}/device/vif/0", self.domid.0)
+    }
+    fn backend_path(&self) -> String {
+        format!("/local/domain/0/backend/vif/{}/0", self.domid.0)
+    }
+    fn live_stats(&self) -> VifStats {
+        self.netback.as_ref().map(|n| n.stats.clone()).unwrap_or_else(|| self.stats.clone())
+    }
+}
+
+#[derive(Default, Serialize)]
+struct DaemonStats {
+    polls: u64,
+    polls_full_budget: u64,
+    frames: u64,
+    pnic_deferred: u64,
+    flooded_copies: u64,
+    linearized_bytes: u64,
+    ddtap_rx: u64,
+    ddtap_tx: u64,
+    ddtap_errors: u64,
+    pnic_send_errors: u64,
+    bridge_drops: u64,
+}
+
+pub struct Daemon {
+    cfg: DaemonConfig,
+    testbed: Testbed,
+    hv: Arc<Hypervisor>,
+    store: Store,
+    bridge: Bridge,
+    pnic: Option<Pnic>,
+    ddtap: Option<Tap>,
+    vifs: BTreeMap<u16, Vif>,
+    ep: Epoll,
+    sigfd: SignalFd,
+    admin: OwnedFd,
+    admin_conns: BTreeMap<u64, OwnedFd>,
+    next_conn: u64,
+    start: Instant,
+    stats: DaemonStats,
+    /// Packets waiting to be routed (reused buffer).
+    pending: Vec<(PortId, Packet)>,
+    stopping: bool,
+}
+
+fn now_ns(start: Instant) -> u64 {
+    start.elapsed().as_nanos() as u64
+}
+
+/// Blocks SIGINT/SIGTERM/SIGHUP and returns a signalfd for them, so a signal becomes an event
+/// of the loop and teardown always runs.
+fn signal_fd() -> Result<SignalFd> {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGHUP);
+    set.thread_block()?;
+    Ok(SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?)
+}
+
+fn seqpacket_listener(path: &str) -> Result<OwnedFd> {
+    let _ = std::fs::remove_file(path);
+    let fd = socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        None,
+    )?;
+    socket::bind(fd.as_raw_fd(), &UnixAddr::new(path)?).with_context(|| format!("bind {path}"))?;
+    socket::listen(&fd, socket::Backlog::new(16)?)?;
+    Ok(fd)
+}
+
+fn accept(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let raw = socket::accept4(fd.as_raw_fd(), SockFlag::SOCK_CLOEXEC)?;
+    // SAFETY: accept4 returned a new descriptor that nothing else owns.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) })
+}
+
+impl Daemon {
+    /// Builds the testbed and, for the PV modes, the driver domain and its guests. Returns when
+    /// every guest's frontend is connected (or failed).
+    pub fn start(cfg: DaemonConfig) -> Result<Daemon> {
+        let sigfd = signal_fd()?;
+        let id = RunId::parse(&cfg.id)?;
+        std::fs::create_dir_all(rundir::run_dir(&cfg.id))?;
+        let guests = if cfg.mode == Mode::Linux { 0 } else { cfg.guests + cfg.attach };
+        let testbed = Testbed::create(TestbedConfig {
+            id,
+            guests,
+            mtu: 1500,
+            rps_cpu: if cfg.rps { cfg.cpu } else { None },
+        })?;
+        if let Some(c) = cfg.cpu {
+            pvnet_testbed::cpu::pin_current_thread(c)?;
+        }
+        let admin = seqpacket_listener(rundir::ctl_path(&cfg.id).to_str().expect("utf-8 path"))?;
+        let ep = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
+        ep.add(sigfd.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_SIGNAL))?;
+        ep.add(admin.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_ADMIN))?;
+        let mut d = Daemon {
+            cfg,
+            testbed,
+            hv: Arc::new(Hypervisor::new()),
+            store: Store::new(),
+            bridge: Bridge::new(BridgeConfig::default()),
+            pnic: None,
+            ddtap: None,
+            vifs: BTreeMap::new(),
+            ep,
+            sigfd,
+            admin,
+            admin_conns: BTreeMap::new(),
+            next_conn: 0,
+            start: Instant::now(),
+            stats: DaemonStats::default(),
+            pending: Vec::new(),
+            stopping: false,
+        };
+        match d.cfg.mode {
+            Mode::Linux => d.testbed.native_addr()?,
+            Mode::Xen => d.start_pv()?,
+        }
+        Ok(d)
+    }
+
+    fn start_pv(&mut self) -> Result<()> {
+        // The daemon's thread lives in the driver domain's namespace from here on.
+        self.testbed.dd.enter()?;
+        let pnic = Pnic::open(&PnicConfig::new(self.testbed.dd_if.clone()))
+            .map_err(|e| anyhow!("opening the physical port {}: {e}", self.testbed.dd_if))?;
+        self.ep.add(pnic.rx_fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_PNIC))?;
+        self.pnic = Some(pnic);
+        self.bridge.add_port(PORT_PNIC);
+
+        let tap = Tap::open("pvdd0", true).context("creating the driver domain's stack port")?;
+        link::set_mac(tap.name(), [0x02, 0x70, 0x76, 0, 0, 0x02])?;
+        link::add_ipv4(tap.name(), topology::dd_addr(), topology::SUBNET_PREFIX)?;
+        link::set_up(tap.name(), true)?;
+        self.ep.add(tap.fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_DDTAP))?;
+        self.ddtap = Some(tap);
+        self.bridge.add_port(PORT_DDSTACK);
+
+        for i in 0..self.cfg.guests + self.cfg.attach {
+            let spawn = i < self.cfg.guests;
+            self.create_guest(i, spawn)?;
+        }
+        // Wait until every spawned guest is connected and up.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.vifs.values().any(|v| v.child.is_some() && !v.ready && v.failed.is_none()) {
+            if Instant::now() > deadline {
+                bail!("guests did not connect within 20 s");
+            }
+            self.run_once(Duration::from_millis(50))?;
+            if self.stopping {
+                bail!("interrupted while starting");
+            }
+        }
+        if let Some(v) = self.vifs.values().find(|v| v.failed.is_some()) {
+            bail!("guest {} failed: {}", v.domid.0, v.failed.as_deref().unwrap_or(""));
+        }
+        Ok(())
+    }
+
+    /// Toolstack: builds domain `i + 1` (memory, grant table, event channel, xenstore nodes)
+    /// and either spawns its frontend process or waits for an external one.
+    fn create_guest(&mut self, i: usize, spawn: bool) -> Result<()> {
+        let domid = DomId(i as u16 + 1);
+        let layout = Layout { grant_frames: GRANT_FRAMES };
+        let pages = layout.pages() + SPARE_PAGES;
+        let mem = Arc::new(GuestMemory::create(&format!("pvnet-dom{}", domid.0), pages)?);
+        self.hv.add_domain(domid, mem.clone(), GRANT_FRAMES);
+        let (back_end, front_end) = channel_pair()?;
+        let (ctl_daemon, ctl_guest) = ctl::socketpair()?;
+        let mac = topology::guest_mac(i);
+        let mut vif = Vif {
+            domid,
+            mac,
+            ctl: Some(ctl_daemon),
+            attach_end: None,
+            attach_listener: None,
+            evtchn_back: Some(back_end),
+            netback: None,
+            stats: VifStats::default(),
+            front_stats: FrontStats::default(),
+            state: VifState::Waiting,
+            fatal: None,
+            child: None,
+            ready: false,
+            failed: None,
+            dirty: false,
+        };
+        // Xenstore: frontend and backend directories, as the toolstack writes them.
+        let dev = vif.device_path();
+        let be = vif.backend_path();
+        let w = |s: &mut Store, p: String, v: &str| s.write(DomId::DRIVER, &p, v);
+        let st = &mut self.store;
+        w(st, format!("{dev}/{}", keys::BACKEND), &be)?;
+        w(st, format!("{dev}/{}", keys::BACKEND_ID), "0")?;
+        w(st, format!("{dev}/{}", keys::HANDLE), "0")?;
+        w(st, format!("{dev}/{}", keys::MAC), &format_mac(&mac))?;
+        w(st, format!("{dev}/{}", keys::STATE), &XenbusState::Initialising.as_value())?;
+        w(st, format!("{be}/{}", keys::FRONTEND), &dev)?;
+        w(st, format!("{be}/{}", keys::FRONTEND_ID), &domid.0.to_string())?;
+        w(st, format!("{be}/{}", keys::HANDLE), "0")?;
+        w(st, format!("{be}/{}", keys::MAC), &format_mac(&mac))?;
+        // netback probe: advertise features, then InitWait.
+        w(st, format!("{be}/{}", keys::FEATURE_SG), "1")?;
+        w(st, format!("{be}/{}", keys::FEATURE_GSO_TCPV4), "1")?;
+        w(st, format!("{be}/{}", keys::FEATURE_GSO_TCPV6), "0")?;
+        w(st, format!("{be}/{}", keys::FEATURE_RX_COPY), "1")?;
+        w(st, format!("{be}/{}", keys::FEATURE_RX_FLIP), "0")?;
+        w(st, format!("{be}/{}", keys::STATE), &XenbusState::InitWait.as_value())?;
+        st.watch(DomId::DRIVER, &format!("{dev}/{}", keys::STATE), &format!("fe:{}", domid.0))?;
+
+        let boot = BootInfo {
+            domid: domid.0,
+            mem_pages: pages,
+            grant_frames: GRANT_FRAMES,
+            device_path: dev,
+            evtchn_port: VIF_PORT,
+            ifname: "eth0".into(),
+            ipv4: topology::guest_addr(i).to_string(),
+            prefix: topology::SUBNET_PREFIX,
+        };
+        let (fe_notify, fe_wait) = front_end.into_fds();
+        ctl::send(
+            vif.ctl.as_ref().expect("ctl").as_fd(),
+            &ToGuest::Boot(boot),
+            &[mem.fd(), fe_notify.as_fd(), fe_wait.as_fd()],
+        )?;
+        drop((fe_notify, fe_wait));
+        let ctl_fd = vif.ctl.as_ref().expect("ctl").as_fd();
+        nix::fcntl::fcntl(ctl_fd, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK))?;
+        self.ep.add(ctl_fd, EpollEvent::new(EpollFlags::EPOLLIN, EV_GUEST_CTL | domid.0 as u64))?;
+
+        if spawn {
+            vif.child = Some(self.spawn_guest(i, ctl_guest)?);
+        } else {
+            let path = rundir::run_dir(&self.cfg.id).join(format!("attach-{}.sock", domid.0));
+            let path = path.to_str().expect("utf-8").to_string();
+            let l = seqpacket_listener(&path)?;
+            self.ep.add(l.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_ATTACH | domid.0 as u64))?;
+            vif.attach_listener = Some((l, path));
+            vif.attach_end = Some(ctl_guest);
+        }
+        self.bridge.add_port(vif_port(domid));
+        self.vifs.insert(domid.0, vif);
+        Ok(())
+    }
+
+    fn spawn_guest(&self, i: usize, ctl_guest: OwnedFd) -> Result<Child> {
+        let exe = std::env::current_exe()?;
+        let ns = &self.testbed.guests[i];
+        let mut cmd = ns.command(&exe);
+        cmd.args(["guest-run", "--ctl-fd", "3"]).stdin(Stdio::null());
+        let raw = ctl_guest.as_raw_fd();
+        let cpu = self.cfg.cpu;
+        // SAFETY: the closure runs in the child between fork and exec and only makes
+        // async-signal-safe system calls (dup2, prctl, sched_setaffinity).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(raw, 3) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if let Some(c) = cpu {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(c, &mut set);
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().context("spawning a guest process")?;
+        drop(ctl_guest);
+        Ok(child)
+    }
+
+    pub fn info(&self) -> RunInfo {
+        RunInfo {
+            id: self.cfg.id.clone(),
+            pid: std::process::id() as i32,
+            mode: format!("{:?}", self.cfg.mode).to_lowercase(),
+            remote_ns: self.testbed.remote.name().to_string(),
+            dd_ns: self.testbed.dd.name().to_string(),
+            guest_ns: self.testbed.guests.iter().map(|n| n.name().to_string()).collect(),
+            remote_addr: topology::remote_addr().to_string(),
+            dd_addr: topology::dd_addr().to_string(),
+            guest_addrs: (0..self.testbed.guests.len()).map(|i| topology::guest_addr(i).to_string()).collect(),
+            pnic_if: self.testbed.dd_if.clone(),
+            guest_pids: self.vifs.values().filter_map(|v| v.child.as_ref().map(|c| c.id() as i32)).collect(),
+            attach: self
+                .vifs
+                .values()
+                .filter_map(|v| v.attach_listener.as_ref().map(|(_, p)| (v.domid.0, p.clone())))
+                .collect(),
+        }
+    }
+
+    /// Runs until a signal or `pvnet down`.
+    pub fn run(&mut self) -> Result<()> {
+        while !self.stopping {
+            self.run_once(Duration::from_millis(200))?;
+        }
+        Ok(())
+    }
+
+    fn run_once(&mut self, timeout: Duration) -> Result<()> {
+        let mut events = [EpollEvent::empty(); 32];
+        let mut more_pnic = false;
+        let n = match self.ep.wait(&mut events, EpollTimeout::from(timeout.as_millis() as u16)) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EINTR) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        let mut pnic_ready = false;
+        for ev in &events[..n] {
+            let tok = ev.data();
+            match tok {
+                EV_SIGNAL => {
+                    while let Ok(Some(_)) = self.sigfd.read_signal() {}
+                    self.stopping = true;
+                }
+                EV_PNIC => pnic_ready = true,
+                EV_DDTAP => self.ddtap_input(),
+                EV_ADMIN => self.admin_accept(),
+                _ => {
+                    let dom = (tok & 0xffff) as u16;
+                    match tok & !0xffff {
+                        EV_GUEST_CTL => self.guest_ctl(dom)?,
+                        EV_EVTCHN => self.vif_event(dom),
+                        EV_ATTACH => self.attach_accept(dom)?,
+                        EV_ADMIN_CONN => self.admin_request(tok),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        if pnic_ready {
+            more_pnic = self.pnic_poll();
+        }
+        // NAPI: a poll that used its whole budget is rescheduled without sleeping.
+        while more_pnic && !self.stopping {
+            more_pnic = self.pnic_poll();
+            // Serve the guests' events between polls so TX (ACKs) keeps flowing.
+            let mut evs = [EpollEvent::empty(); 32];
+            if let Ok(k) = self.ep.wait(&mut evs, EpollTimeout::ZERO) {
+                for ev in &evs[..k] {
+                    let tok = ev.data();
+                    if tok & !0xffff == EV_EVTCHN {
+                        self.vif_event((tok & 0xffff) as u16);
+                    } else if tok == EV_SIGNAL {
+                        self.stopping = true;
+                    } else if tok == EV_DDTAP {
+                        self.ddtap_input();
+                    } else if tok & !0xffff == EV_GUEST_CTL {
+                        self.guest_ctl((tok & 0xffff) as u16)?;
+                    } else if tok == EV_ADMIN {
+                        self.admin_accept();
+                    } else if tok & !0xffff == EV_ADMIN_CONN {
+                        self.admin_request(tok);
+                    }
+                }
+            }
+        }
+        self.process_store_events();
+        self.bridge.age(now_ns(self.start));
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ data path
+
+    /// One NAPI poll of the physical port. Returns true when the budget was used up.
+    fn pnic_poll(&mut self) -> bool {
+        let budget = self.cfg.budget;
+        // Back-pressure: don't take frames from the wire while a guest's queue is nearly full;
+        // the kernel's ring holds them (and counts its drops).
+        if self.vifs.values().any(|v| {
+            v.netback.as_ref().is_some_and(|n| n.rx_queued() + budget > pvnet_dd::netback::RX_QUEUE_LIMIT)
+        }) {
+            self.stats.pnic_deferred += 1;
+            self.flush_vifs();
+            return false;
+        }
+        let Some(pnic) = self.pnic.as_mut() else { return false };
+        let mut pending = std::mem::take(&mut self.pending);
+        let n = pnic.poll(budget, |f| {
+            if f.truncated {
+                return;
+            }
+            pending.push((PORT_PNIC, Packet::linear(f.vnet, f.data.to_vec())));
+        });
+        self.stats.polls += 1;
+        self.stats.frames += n as u64;
+        if n == budget {
+            self.stats.polls_full_budget += 1;
+        }
+        for (port, pkt) in pending.drain(..) {
+            self.route(port, pkt);
+        }
+        self.pending = pending;
+        self.flush_vifs();
+        n == budget
+    }
+
+    /// Bridges one packet from `ingress`.
+    fn route(&mut self, ingress: PortId, mut pkt: Packet) {
+        let (Some(dst), Some(src)) = (pkt.dst_mac(), pkt.src_mac()) else {
+            self.stats.bridge_drops += 1;
+            return;
+        };
+        // The 2006 backend takes only linear packets: the baseline bridge copies a chain into
+        // one buffer (seed 000, Fig. 2(b)).
+        self.stats.linearized_bytes += pkt.linearize() as u64;
+        match self.bridge.input(ingress, MacAddr(src), MacAddr(dst), now_ns(self.start)) {
+            Decision::Forward(p) => self.deliver(p, pkt),
+            Decision::Flood => {
+                let ports: Vec<PortId> = self.bridge.ports().filter(|p| *p != ingress).collect();
+                let last = ports.len().saturating_sub(1);
+                for (k, p) in ports.into_iter().enumerate() {
+                    if k == last {
+                        self.deliver(p, pkt);
+                        break;
+                    }
+                    self.stats.flooded_copies += 1;
+                    self.deliver(p, pkt.clone());
+                }
+            }
+            Decision::Drop(_) => self.stats.bridge_drops += 1,
+        }
+    }
+
+    fn deliver(&mut self, port: PortId, pkt: Packet) {
+        if port == PORT_PNIC {
+            let pieces: Vec<&[u8]> = pkt.pieces().collect();
+            if let Some(p) = self.pnic.as_ref() {
+                if p.send(&pkt.vnet, &pieces).is_err() {
+                    self.stats.pnic_send_errors += 1;
+                }
+            }
+        } else if port == PORT_DDSTACK {
+            if let Some(t) = self.ddtap.as_ref() {
+                let h = pkt.vnet.to_bytes();
+                let mut iov = vec![IoSlice::new(&h)];
+                iov.extend(pkt.pieces().map(IoSlice::new));
+                match t.writev(&iov) {
+                    Ok(_) => self.stats.ddtap_tx += 1,
+                    Err(_) => self.stats.ddtap_errors += 1,
+                }
+            }
+        } else if let Some(v) = self.vifs.get_mut(&(port.0 - 1)) {
+            if let Some(nb) = v.netback.as_mut() {
+                nb.rx_enqueue(pkt);
+                v.dirty = true;
+            }
+        }
+    }
+
+    /// Moves queued packets into the guests whose queues got new packets.
+    fn flush_vifs(&mut self) {
+        let doms: Vec<u16> = self.vifs.iter().filter(|(_, v)| v.dirty).map(|(d, _)| *d).collect();
+        for d in doms {
+            let v = self.vifs.get_mut(&d).expect("listed");
+            v.dirty = false;
+            if let Some(nb) = v.netback.as_mut() {
+                if let Err(f) = nb.rx_flush() {
+                    self.disconnect(d, f);
+                }
+            }
+        }
+    }
+
+    /// An event from a guest: TX requests, or RX buffers posted.
+    fn vif_event(&mut self, dom: u16) {
+        let budget = self.cfg.budget;
+        let mut out = std::mem::take(&mut self.pending);
+        let res = {
+            let Some(v) = self.vifs.get_mut(&dom) else { return };
+            let Some(nb) = v.netback.as_mut() else { return };
+            nb.evtchn().consume();
+            let r = nb.tx_poll(budget * 4, |p| out.push((vif_port(DomId(dom)), p)));
+            r.and_then(|_| nb.rx_flush())
+        };
+        for (port, pkt) in out.drain(..) {
+            self.route(port, pkt);
+        }
+        self.pending = out;
+        if let Err(f) = res {
+            self.disconnect(dom, f);
+        }
+        self.flush_vifs();
+        // Packets still waiting for this guest's buffers: the guest's notification re-arms us.
+    }
+
+    fn ddtap_input(&mut self) {
+        let mut buf = vec![0u8; 65536 + VNET_HDR_LEN];
+        for _ in 0..64 {
+            let Some(t) = self.ddtap.as_ref() else { return };
+            let n = match t.readv(&mut [IoSliceMut::new(&mut buf)]) {
+                Ok(n) => n,
+                Err(_) => break,
+            };
+            if n < VNET_HDR_LEN + 14 {
+                self.stats.ddtap_errors += 1;
+                continue;
+            }
+            let vh = VirtioNetHdr::parse(&buf).expect("10 bytes");
+            self.stats.ddtap_rx += 1;
+            let pkt = Packet::linear(vh, buf[VNET_HDR_LEN..n].to_vec());
+            self.route(PORT_DDSTACK, pkt);
+        }
+        self.flush_vifs();
+    }
+
+    /// Takes a vif offline after a protocol violation: its rings are never touched again, the
+    /// backend state goes to Closing, the event channel is unwatched. Other vifs don't notice.
+    fn disconnect(&mut self, dom: u16, f: Fatal) {
+        let Some(v) = self.vifs.get_mut(&dom) else { return };
+        if let Some(nb) = v.netback.take() {
+            let _ = self.ep.delete(nb.evtchn().wait_fd());
+            v.stats = nb.stats.clone();
+        }
+        v.fatal = Some(f);
+        v.state = VifState::Disconnected;
+        eprintln!("pvnet: vif {dom} disconnected: {}", f.name());
+        let be = v.backend_path();
+        let _ = self.store.write(DomId::DRIVER, &format!("{be}/{}", keys::STATE), &XenbusState::Closing.as_value());
+    }
+
+    // ------------------------------------------------------------------ control path
+
+    fn guest_ctl(&mut self, dom: u16) -> Result<()> {
+        loop {
+            let Some(v) = self.vifs.get_mut(&dom) else { return Ok(()) };
+            let Some(sock) = v.ctl.as_ref() else { return Ok(()) };
+            let msg = match ctl::try_recv::<FromGuest>(sock.as_fd()) {
+                Ok(Some((m, _fds))) => m,
+                Ok(None) => {
+                    // The guest went away (exit, crash, or a hostile frontend closing).
+                    let _ = self.ep.delete(sock.as_fd());
+                    v.ctl = None;
+                    self.guest_gone(dom);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => {
+                    eprintln!("pvnet: guest {dom} control message: {e}");
+                    let _ = self.ep.delete(sock.as_fd());
+                    v.ctl = None;
+                    self.guest_gone(dom);
+                    return Ok(());
+                }
+            };
+            match msg {
+                FromGuest::Xs(req) => {
+                    let reply = self.store.handle(DomId(dom), req);
+                    let sock = self.vifs[&dom].ctl.as_ref().expect("ctl").as_fd();
+                    let _ = ctl::send(sock, &ToGuest::Xs(reply), &[]);
+                    self.process_store_events();
+                }
+                FromGuest::Ready => self.vifs.get_mut(&dom).expect("vif").ready = true,
+                FromGuest::Stats(s) => self.vifs.get_mut(&dom).expect("vif").front_stats = s,
+                FromGuest::Failed(e) => {
+                    eprintln!("pvnet: guest {dom} failed: {e}");
+                    self.vifs.get_mut(&dom).expect("vif").failed = Some(e);
+                }
+            }
+        }
+    }
+
+    fn guest_gone(&mut self, dom: u16) {
+        let Some(v) = self.vifs.get_mut(&dom) else { return };
+        if let Some(nb) = v.netback.take() {
+            let _ = self.ep.delete(nb.evtchn().wait_fd());
+            v.stats = nb.stats.clone();
+        }
+        if v.state != VifState::Disconnected {
+            v.state = VifState::Closed;
+        }
+        self.store.remove_watches_of(DomId(dom));
+        let be = v.backend_path();
+        let _ = self.store.write(DomId::DRIVER, &format!("{be}/{}", keys::STATE), &XenbusState::Closed.as_value());
+    }
+
+    /// Delivers watch events: guests' watches go to the guest; our own drive netback.
+    fn process_store_events(&mut self) {
+        for ev in self.store.take_events() {
+            if ev.owner == DomId::DRIVER {
+                if let Some(d) = ev.token.strip_prefix("fe:").and_then(|d| d.parse::<u16>().ok()) {
+                    self.frontend_changed(d);
+                }
+            } else if let Some(v) = self.vifs.get(&ev.owner.0) {
+                if let Some(s) = v.ctl.as_ref() {
+                    let _ = ctl::send(s.as_fd(), &ToGuest::Watch { path: ev.path, token: ev.token }, &[]);
+                }
+            }
+        }
+    }
+
+    /// netback's `frontend_changed`: connect when the frontend says Connected.
+    fn frontend_changed(&mut self, dom: u16) {
+        let Some(v) = self.vifs.get(&dom) else { return };
+        let dev = v.device_path();
+        let rd = |s: &Store, k: &str| s.read(DomId::DRIVER, &format!("{dev}/{k}")).ok().flatten();
+        let state = rd(&self.store, keys::STATE).and_then(|s| XenbusState::from_str_value(&s));
+        match state {
+            Some(XenbusState::Connected) if v.netback.is_none() && v.state == VifState::Waiting => {
+                if let Err(e) = self.connect_vif(dom) {
+                    eprintln!("pvnet: vif {dom} connect failed: {e:#}");
+                    let v = self.vifs.get_mut(&dom).expect("vif");
+                    v.state = VifState::Closed;
+                    let be = v.backend_path();
+                    let _ = self.store.write(DomId::DRIVER, &format!("{be}/{}", keys::STATE), &XenbusState::Closing.as_value());
+                }
+            }
+            Some(XenbusState::Closing) | Some(XenbusState::Closed) => self.guest_gone(dom),
+            _ => {}
+        }
+    }
+
+    /// Reads the frontend's keys (untrusted strings), maps its rings and binds its channel.
+    fn connect_vif(&mut self, dom: u16) -> Result<()> {
+        let v = self.vifs.get_mut(&dom).expect("vif");
+        let dev = v.device_path();
+        let st = &self.store;
+        let rd = |k: &str| -> Result<String> {
+            st.read(DomId::DRIVER, &format!("{dev}/{k}"))?.ok_or_else(|| anyhow!("frontend did not write {k}"))
+        };
+        let num = |k: &str| -> Result<u32> {
+            let s = rd(k)?;
+            s.trim().parse::<u32>().map_err(|_| anyhow!("frontend's {k} is not a number: {s:?}"))
+        };
+        let flag = |k: &str| st.read(DomId::DRIVER, &format!("{dev}/{k}")).ok().flatten().as_deref() == Some("1");
+        let tx_ref = num(keys::TX_RING_REF)?;
+        let rx_ref = num(keys::RX_RING_REF)?;
+        let port = num(keys::EVENT_CHANNEL)?;
+        if port != VIF_PORT {
+            bail!("frontend named event channel {port}, which is not bound to it");
+        }
+        if !flag(keys::REQUEST_RX_COPY) {
+            bail!("frontend did not request rx-copy (page flipping is not offered)");
+        }
+        let features = Features {
+            sg: flag(keys::FEATURE_SG),
+            gso_tcpv4: flag(keys::FEATURE_GSO_TCPV4),
+            gso_tcpv6: false,
+            rx_notify: flag(keys::FEATURE_RX_NOTIFY),
+        };
+        let evt = v.evtchn_back.take().ok_or_else(|| anyhow!("event channel already bound"))?;
+        let nb = match Netback::connect(self.hv.clone(), DomId(dom), GrantRef(tx_ref), GrantRef(rx_ref), evt, features) {
+            Ok(nb) => nb,
+            Err(st) => bail!("mapping the frontend's rings failed: {st:?}"),
+        };
+        self.ep.add(nb.evtchn().wait_fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_EVTCHN | dom as u64))?;
+        v.netback = Some(nb);
+        v.state = VifState::Connected;
+        let mac = v.mac;
+        let be = v.backend_path();
+        self.bridge.set_static(MacAddr(mac), vif_port(DomId(dom)));
+        self.store.write(DomId::DRIVER, &format!("{be}/{}", keys::STATE), &XenbusState::Connected.as_value())?;
+        Ok(())
+    }
+
+    fn attach_accept(&mut self, dom: u16) -> Result<()> {
+        let Some(v) = self.vifs.get_mut(&dom) else { return Ok(()) };
+        let Some((l, _)) = v.attach_listener.as_ref() else { return Ok(()) };
+        let conn = match accept(l.as_fd()) {
+            Ok(c) => c,
+            Err(_) => return Ok(()),
+        };
+        if let Some(end) = v.attach_end.take() {
+            // Hand the guest's end of the control socket to the external frontend.
+            ctl::send(conn.as_fd(), &"attach", &[end.as_fd()])?;
+        }
+        Ok(())
+    }
+
+    fn admin_accept(&mut self) {
+        while let Ok(c) = accept(self.admin.as_fd()) {
+            let tok = EV_ADMIN_CONN | (self.next_conn & 0xffff);
+            self.next_conn += 1;
+            if self.ep.add(c.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, tok)).is_ok() {
+                self.admin_conns.insert(tok, c);
+            }
+        }
+    }
+
+    fn admin_request(&mut self, tok: u64) {
+        let Some(c) = self.admin_conns.get(&tok) else { return };
+        let req = match ctl::try_recv::<AdminRequest>(c.as_fd()) {
+            Ok(Some((r, _))) => r,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            _ => {
+                let c = self.admin_conns.remove(&tok).expect("present");
+                let _ = self.ep.delete(c.as_fd());
+                return;
+            }
+        };
+        let reply = match req {
+            AdminRequest::Stat => self.stat_json(),
+            AdminRequest::Down => {
+                self.stopping = true;
+                json!({"ok": true})
+            }
+        };
+        let c = self.admin_conns.get(&tok).expect("present");
+        let _ = ctl::send(c.as_fd(), &reply, &[]);
+    }
+
+    pub fn stat_json(&mut self) -> serde_json::Value {
+        let pnic = self.pnic.as_mut().map(|p| {
+            let s = p.stats();
+            json!({
+                "rx_frames": s.rx_frames, "rx_bytes": s.rx_bytes, "rx_truncated": s.rx_truncated,
+                "rx_bad": s.rx_bad, "rx_csum_not_ready": s.rx_csum_not_ready,
+                "tx_frames": s.tx_frames, "tx_bytes": s.tx_bytes, "tx_would_block": s.tx_would_block,
+                "tx_errors": s.tx_errors, "kernel_packets": s.tp_packets, "kernel_drops": s.tp_drops,
+            })
+        });
+        let b = self.bridge.stats();
+        let vifs: Vec<serde_json::Value> = self
+            .vifs
+            .values()
+            .map(|v| {
+                json!({
+                    "domid": v.domid.0,
+                    "mac": format_mac(&v.mac),
+                    "state": v.state,
+                    "fatal": v.fatal.map(|f| f.name()),
+                    "netback": v.live_stats(),
+                    "netfront": v.front_stats,
+                })
+            })
+            .collect();
+        json!({
+            "id": self.cfg.id,
+            "mode": self.cfg.mode,
+            "uptime_s": self.start.elapsed().as_secs_f64(),
+            "daemon": self.stats,
+            "pnic": pnic,
+            "bridge": format!("{b:?}"),
+            "grant": self.hv.stats(),
+            "vifs": vifs,
+        })
+    }
+
+    /// Stops guests and removes everything the run created.
+    pub fn shutdown(&mut self) {
+        for v in self.vifs.values() {
+            if let Some(s) = v.ctl.as_ref() {
+                let _ = ctl::send(s.as_fd(), &ToGuest::Shutdown, &[]);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        for v in self.vifs.values_mut() {
+            if let Some(c) = v.child.as_mut() {
+                loop {
+                    match c.try_wait() {
+                        Ok(Some(_)) => break,
+                        Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                        _ => {
+                            let _ = c.kill();
+                            let _ = c.wait();
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        for v in self.vifs.values() {
+            if let Some((_, p)) = v.attach_listener.as_ref() {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        self.vifs.clear();
+        self.pnic = None;
+        self.ddtap = None;
+        if let Err(e) = self.testbed.teardown() {
+            eprintln!("pvnet: teardown: {e:#}");
+        }
+        let _ = std::fs::remove_dir_all(rundir::run_dir(&self.cfg.id));
+    }
+}
+
+/// Sends one admin request to a running daemon and returns its answer.
+pub fn admin_call(id: &str, req: &AdminRequest) -> Result<serde_json::Value> {
+    let path = rundir::ctl_path(id);
+    let fd = socket::socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None)?;
+    socket::connect(fd.as_raw_fd(), &UnixAddr::new(&path)?)
+        .with_context(|| format!("connecting to the pvnet daemon at {}", path.display()))?;
+    ctl::send(fd.as_fd(), req, &[])?;
+    match ctl::recv::<serde_json::Value>(fd.as_fd())? {
+        Some((v, _)) => Ok(v),
+        None => bail!("the daemon closed the connection without answering"),
+    }
+}
