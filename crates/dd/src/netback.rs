@@ -1,0 +1,640 @@
+//! netback: the driver domain's half of a vif (Linux `drivers/net/xen-netback`), reduced to
+//! its ring logic. It knows nothing of processes or event loops: the daemon, the tests and a
+//! fuzzer drive the same code.
+//!
+//! Every value read from the rings is copied out once and then validated (DESIGN.md §9). A
+//! frontend that breaks the protocol makes [`Netback`] return a [`Fatal`]; from then on the
+//! vif touches neither ring again, and the owner disconnects it. Each fatal reason and each
+//! drop has its own counter in [`VifStats`].
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use pvnet_hv::evtchn::EvtchnEnd;
+use pvnet_hv::grant::{CopyFromGuest, CopyToGuest, GntStatus, GrantMapping, Hypervisor};
+use pvnet_hv::{DomId, GrantRef, PAGE_SIZE};
+use pvnet_netif::csum::csum_setup;
+use pvnet_netif::*;
+use pvnet_wire::vnet::{self, VirtioNetHdr};
+use serde::Serialize;
+
+use crate::packet::Packet;
+
+/// The largest packet a guest may receive or send: 64 KiB of IP plus an Ethernet header.
+pub const MAX_PACKET: usize = 65535 + 14;
+/// Largest non-GSO frame accepted from a guest (MTU 1500 + Ethernet + VLAN tag).
+pub const MAX_NON_GSO_FRAME: usize = 1518;
+/// Default bound of the queue of packets waiting for RX requests.
+pub const RX_QUEUE_LIMIT: usize = 1024;
+/// Packets handled per RX batch (one grant-copy call).
+const RX_BATCH: usize = 64;
+
+/// What the frontend advertised in xenstore.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Features {
+    pub sg: bool,
+    pub gso_tcpv4: bool,
+    pub gso_tcpv6: bool,
+    pub rx_notify: bool,
+}
+
+/// Why a vif was disconnected. Each has a counter of the same name in [`VifStats`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fatal {
+    /// TX `req_prod` more than a ring ahead of `req_cons`.
+    TxRingOverflow,
+    /// RX `req_prod` more than a ring ahead of `req_cons`.
+    RxRingOverflow,
+    /// A TX slot's offset + size crosses its 4 KiB page.
+    TxCrossPage,
+    /// The first TX slot (whole packet) is shorter than an Ethernet header.
+    TxRunt,
+    /// A TX packet uses more than `XEN_NETIF_NR_SLOTS_MIN` data slots.
+    TxTooManySlots,
+    /// An extra-info slot of an unknown or unsupported type, or a malformed GSO extra.
+    TxBadExtra,
+    /// Slot sizes that don't add up to the size announced in the first slot.
+    TxBadSize,
+    /// A TX grant reference outside the guest's grant table.
+    TxBadGref,
+    /// Any other TX grant copy failure (not granted to us, bad page, ...).
+    TxCopyFailed,
+    /// An RX grant reference outside the guest's grant table.
+    RxBadGref,
+    /// Any other RX grant copy failure (read-only grant, not granted to us, ...).
+    RxCopyFailed,
+}
+
+impl Fatal {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fatal::TxRingOverflow => "tx_ring_overflow",
+            Fatal::RxRingOverflow => "rx_ring_overflow",
+            Fatal::TxCrossPage => "tx_cross_page",
+            Fatal::TxRunt => "tx_runt",
+            Fatal::TxTooManySlots => "tx_too_many_slots",
+            Fatal::TxBadExtra => "tx_bad_extra",
+            Fatal::TxBadSize => "tx_bad_size",
+            Fatal::TxBadGref => "tx_bad_gref",
+            Fatal::TxCopyFailed => "tx_copy_failed",
+            Fatal::RxBadGref => "rx_bad_gref",
+            Fatal::RxCopyFailed => "rx_copy_failed",
+        }
+    }
+}
+
+/// Counters of one vif. Kept by the owner across reconnects.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct VifStats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_slots: u64,
+    pub rx_gso_packets: u64,
+    pub rx_notifications: u64,
+    pub rx_copy_ops: u64,
+    pub rx_copy_batches: u64,
+    /// Dropped: the RX queue was full (the guest did not post buffers fast enough).
+    pub rx_queue_full: u64,
+    /// Dropped: multi-slot packet for a frontend without feature-sg.
+    pub rx_no_sg: u64,
+    /// Dropped: GSO packet of a type the frontend did not advertise.
+    pub rx_gso_unsupported: u64,
+    /// Dropped: empty or larger than [`MAX_PACKET`].
+    pub rx_bad_length: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_slots: u64,
+    pub tx_gso_packets: u64,
+    pub tx_notifications: u64,
+    pub tx_copy_ops: u64,
+    /// Dropped with an error response: non-GSO frame over [`MAX_NON_GSO_FRAME`].
+    pub tx_oversize: u64,
+    /// Dropped with an error response: csum_blank on a packet whose headers can't be parsed.
+    pub tx_bad_csum: u64,
+    pub tx_ring_overflow: u64,
+    pub rx_ring_overflow: u64,
+    pub tx_cross_page: u64,
+    pub tx_runt: u64,
+    pub tx_too_many_slots: u64,
+    pub tx_bad_extra: u64,
+    pub tx_bad_size: u64,
+    pub tx_bad_gref: u64,
+    pub tx_copy_failed: u64,
+    pub rx_bad_gref: u64,
+    pub rx_copy_failed: u64,
+}
+
+impl VifStats {
+    fn count_fatal(&mut self, f: Fatal) {
+        let c = match f {
+            Fatal::TxRingOverflow => &mut self.tx_ring_overflow,
+            Fatal::RxRingOverflow => &mut self.rx_ring_overflow,
+            Fatal::TxCrossPage => &mut self.tx_cross_page,
+            Fatal::TxRunt => &mut self.tx_runt,
+            Fatal::TxTooManySlots => &mut self.tx_too_many_slots,
+            Fatal::TxBadExtra => &mut self.tx_bad_extra,
+            Fatal::TxBadSize => &mut self.tx_bad_size,
+            Fatal::TxBadGref => &mut self.tx_bad_gref,
+            Fatal::TxCopyFailed => &mut self.tx_copy_failed,
+            Fatal::RxBadGref => &mut self.rx_bad_gref,
+            Fatal::RxCopyFailed => &mut self.rx_copy_failed,
+        };
+        *c += 1;
+    }
+}
+
+/// A TX packet's slots, collected across calls until the chain is complete.
+#[derive(Default)]
+struct TxPartial {
+    /// The first request (announces the total size), if seen.
+    first: Option<TxRequest>,
+    /// Extra-info slots seen so far.
+    extras: Vec<ExtraInfo>,
+    /// Whether another extra slot is expected next.
+    want_extra: bool,
+    /// Data slots after the first.
+    rest: Vec<TxRequest>,
+    /// Whether another data slot is expected.
+    want_data: bool,
+}
+
+impl TxPartial {
+    fn complete(&self) -> bool {
+        self.first.is_some() && !self.want_extra && !self.want_data
+    }
+    fn clear(&mut self) {
+        self.first = None;
+        self.extras.clear();
+        self.want_extra = false;
+        self.rest.clear();
+        self.want_data = false;
+    }
+}
+
+/// The backend of one connected vif.
+pub struct Netback {
+    domid: DomId,
+    hv: Arc<Hypervisor>,
+    evtchn: EvtchnEnd,
+    features: Features,
+    tx: BackRing<TxRing, GrantMapping>,
+    rx: BackRing<RxRing, GrantMapping>,
+    rxq: VecDeque<Packet>,
+    rxq_limit: usize,
+    tx_partial: TxPartial,
+    fatal: Option<Fatal>,
+    /// Scratch for RX requests taken in a batch (reused, no allocation per packet).
+    rx_reqs: Vec<RxRequest>,
+    pub stats: VifStats,
+}
+
+impl Netback {
+    /// Connects to rings the frontend granted: maps both ring pages writable.
+    pub fn connect(
+        hv: Arc<Hypervisor>,
+        domid: DomId,
+        tx_ref: GrantRef,
+        rx_ref: GrantRef,
+        evtchn: EvtchnEnd,
+        features: Features,
+    ) -> Result<Netback, GntStatus> {
+        let txm = hv.map_grant(DomId::DRIVER, domid, tx_ref, false)?;
+        let rxm = hv.map_grant(DomId::DRIVER, domid, rx_ref, false)?;
+        Ok(Netback {
+            domid,
+            hv,
+            evtchn,
+            features,
+            tx: BackRing::attach(txm),
+            rx: BackRing::attach(rxm),
+            rxq: VecDeque::new(),
+            rxq_limit: RX_QUEUE_LIMIT,
+            tx_partial: TxPartial::default(),
+            fatal: None,
+            rx_reqs: Vec::with_capacity(RX_BATCH * 20),
+            stats: VifStats::default(),
+        })
+    }
+
+    pub fn domid(&self) -> DomId {
+        self.domid
+    }
+
+    pub fn features(&self) -> Features {
+        self.features
+    }
+
+    pub fn evtchn(&self) -> &EvtchnEnd {
+        &self.evtchn
+    }
+
+    /// The protocol violation that stopped this vif, if any.
+    pub fn fatal(&self) -> Option<Fatal> {
+        self.fatal
+    }
+
+    pub fn set_rx_queue_limit(&mut self, n: usize) {
+        self.rxq_limit = n.max(1);
+    }
+
+    /// Packets waiting for RX requests.
+    pub fn rx_queued(&self) -> usize {
+        self.rxq.len()
+    }
+
+    fn fail(&mut self, f: Fatal) -> Fatal {
+        if self.fatal.is_none() {
+            self.fatal = Some(f);
+            self.stats.count_fatal(f);
+        }
+        f
+    }
+
+    // ---------------------------------------------------------------- RX (to the guest)
+
+    /// Queues a packet for the guest. Drops (counted) what the guest could never take, and
+    /// when the queue is full. Returns whether the packet was queued.
+    pub fn rx_enqueue(&mut self, pkt: Packet) -> bool {
+        let len = pkt.len();
+        if len < 14 || len > MAX_PACKET {
+            self.stats.rx_bad_length += 1;
+            return false;
+        }
+        match pkt.vnet.gso_kind() {
+            vnet::GSO_NONE => {}
+            vnet::GSO_TCPV4 if self.features.gso_tcpv4 => {}
+            vnet::GSO_TCPV6 if self.features.gso_tcpv6 => {}
+            _ => {
+                self.stats.rx_gso_unsupported += 1;
+                return false;
+            }
+        }
+        if len > PAGE_SIZE && !self.features.sg {
+            self.stats.rx_no_sg += 1;
+            return false;
+        }
+        if self.rxq.len() >= self.rxq_limit {
+            self.stats.rx_queue_full += 1;
+            return false;
+        }
+        self.rxq.push_back(pkt);
+        true
+    }
+
+    /// Slots a packet needs on the RX ring: one per 4 KiB of data, plus one for a GSO extra.
+    fn rx_slots_needed(pkt: &Packet) -> u32 {
+        let data = pkt.len().div_ceil(PAGE_SIZE) as u32;
+        data + u32::from(pkt.vnet.gso_kind() != vnet::GSO_NONE)
+    }
+
+    /// Moves queued packets into the guest's posted buffers, as many as there are RX requests
+    /// for, one grant-copy batch per [`RX_BATCH`] packets; pushes the responses and notifies
+    /// if the frontend asked. Packets that don't fit stay queued (back-pressure).
+    pub fn rx_flush(&mut self) -> Result<usize, Fatal> {
+        if let Some(f) = self.fatal {
+            return Err(f);
+        }
+        let mut done = 0;
+        loop {
+            done += self.rx_flush_batches()?;
+            if self.rx.pending_responses() > 0 && self.rx.push_responses() {
+                self.notify();
+                self.stats.rx_notifications += 1;
+            }
+            // Still waiting for buffers: ask for a notification when the guest posts more
+            // (`RING_FINAL_CHECK_FOR_REQUESTS`), and go round again only if what is posted now
+            // fits the next packet. Requests that are there but too few for it leave the final
+            // check `true` without re-arming `req_event`: looping on that would never end (a
+            // guest that posts 3 buffers and stops would hang the daemon), so stop and wait.
+            let Some(front) = self.rxq.front() else { break };
+            let need = Self::rx_slots_needed(front);
+            match self.rx.final_check_for_requests() {
+                Ok(true) => match self.rx.unconsumed_requests() {
+                    Ok(avail) if avail >= need => continue,
+                    Ok(_) => break,
+                    Err(_) => return Err(self.fail(Fatal::RxRingOverflow)),
+                },
+                Ok(false) => break,
+                Err(_) => return Err(self.fail(Fatal::RxRingOverflow)),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Copies queued packets into the requests posted now, batch by batch; returns the packets
+    /// moved. Responses are written but not pushed.
+    fn rx_flush_batches(&mut self) -> Result<usize, Fatal> {
+        let mut done = 0;
+        loop {
+            let mut avail = match self.rx.unconsumed_requests() {
+                Ok(n) => n,
+                Err(_) => return Err(self.fail(Fatal::RxRingOverflow)),
+            };
+            // Take the batch's packets and, in ring order, their requests.
+            let mut batch: Vec<Packet> = Vec::new();
+            self.rx_reqs.clear();
+            while batch.len() < RX_BATCH {
+                let Some(p) = self.rxq.front() else { break };
+                let need = Self::rx_slots_needed(p);
+                if need > avail {
+                    break;
+                }
+                avail -= need;
+                for _ in 0..need {
+                    let r = self.rx.take_request();
+                    self.rx_reqs.push(r);
+                }
+                batch.push(self.rxq.pop_front().expect("front exists"));
+            }
+            if batch.is_empty() {
+                break;
+            }
+            self.rx_copy_batch(&batch)?;
+            done += batch.len();
+        }
+        Ok(done)
+    }
+
+    /// Grant-copies one batch into the guest and writes its responses.
+    fn rx_copy_batch(&mut self, batch: &[Packet]) -> Result<(), Fatal> {
+        // Build the copy ops: ring positions are [data0, extra?, data1, data2, ...] per packet.
+        let mut ops: Vec<CopyToGuest<'_>> = Vec::with_capacity(self.rx_reqs.len() + batch.len());
+        let mut slot_base = 0usize;
+        for p in batch {
+            let has_extra = p.vnet.gso_kind() != vnet::GSO_NONE;
+            let mut data_slot = 0usize;
+            let mut page_off = 0usize;
+            for piece in p.pieces() {
+                let mut rest = piece;
+                while !rest.is_empty() {
+                    if page_off == PAGE_SIZE {
+                        data_slot += 1;
+                        page_off = 0;
+                    }
+                    let ring_pos = slot_base + data_slot + usize::from(has_extra && data_slot > 0);
+                    let n = rest.len().min(PAGE_SIZE - page_off);
+                    ops.push(CopyToGuest {
+                        src: &rest[..n],
+                        gref: GrantRef(self.rx_reqs[ring_pos].gref),
+                        offset: page_off as u16,
+                        status: GntStatus::Okay,
+                    });
+                    page_off += n;
+                    rest = &rest[n..];
+                }
+            }
+            slot_base += Self::rx_slots_needed(p) as usize;
+        }
+        self.hv.copy_to_guest(DomId::DRIVER, self.domid, &mut ops);
+        self.stats.rx_copy_batches += 1;
+        self.stats.rx_copy_ops += ops.len() as u64;
+        if let Some(bad) = ops.iter().find(|o| o.status != GntStatus::Okay) {
+            let f = if bad.status == GntStatus::BadGntref {
+                Fatal::RxBadGref
+            } else {
+                Fatal::RxCopyFailed
+            };
+            return Err(self.fail(f));
+        }
+        drop(ops);
+        // Responses, in the order the requests were taken.
+        let mut pos = 0usize;
+        for p in batch {
+            let len = p.len();
+            let gso = p.vnet.gso_kind();
+            let nslots = len.div_ceil(PAGE_SIZE);
+            let mut csum_flags = 0u16;
+            if p.vnet.needs_csum() {
+                csum_flags |= NETRXF_CSUM_BLANK | NETRXF_DATA_VALIDATED;
+            } else if p.vnet.data_valid() {
+                csum_flags |= NETRXF_DATA_VALIDATED;
+            }
+            for s in 0..nslots {
+                let req = self.rx_reqs[pos];
+                pos += 1;
+                let bytes = (len - s * PAGE_SIZE).min(PAGE_SIZE);
+                let mut flags = if s == 0 { csum_flags } else { 0 };
+                if s + 1 < nslots {
+                    flags |= NETRXF_MORE_DATA;
+                }
+                if s == 0 && gso != vnet::GSO_NONE {
+                    flags |= NETRXF_EXTRA_INFO;
+                }
+                self.rx.put_response(&RxSlot::from_response(&RxResponse {
+                    id: req.id,
+                    offset: 0,
+                    flags,
+                    status: bytes as i16,
+                }));
+                if s == 0 && gso != vnet::GSO_NONE {
+                    pos += 1; // the extra slot consumes a request; its id is not used
+                    let gso_type = if gso == vnet::GSO_TCPV6 {
+                        XEN_NETIF_GSO_TYPE_TCPV6
+                    } else {
+                        XEN_NETIF_GSO_TYPE_TCPV4
+                    };
+                    let info = GsoInfo { size: p.vnet.gso_size, gso_type, features: 0 };
+                    self.rx.put_response(&RxSlot::from_extra(&ExtraInfo::new_gso(info, false)));
+                    self.stats.rx_gso_packets += 1;
+                }
+            }
+            self.stats.rx_packets += 1;
+            self.stats.rx_bytes += len as u64;
+            self.stats.rx_slots += Self::rx_slots_needed(p) as u64;
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- TX (from the guest)
+
+    /// Takes up to `budget` packets the guest sent, validates them, copies them out of the
+    /// guest's pages and hands each to `deliver`. Every request gets a response.
+    pub fn tx_poll(&mut self, budget: usize, mut deliver: impl FnMut(Packet)) -> Result<usize, Fatal> {
+        if let Some(f) = self.fatal {
+            return Err(f);
+        }
+        let mut done = 0;
+        while done < budget {
+            let avail = match self.tx.unconsumed_requests() {
+                Ok(n) => n,
+                Err(_) => return Err(self.fail(Fatal::TxRingOverflow)),
+            };
+            if avail == 0 {
+                match self.tx.final_check_for_requests() {
+                    Ok(true) => continue,
+                    Ok(false) => break,
+                    Err(_) => return Err(self.fail(Fatal::TxRingOverflow)),
+                }
+            }
+            for _ in 0..avail {
+                let slot = self.tx.take_request();
+                self.tx_take_slot(slot)?;
+                if self.tx_partial.complete() {
+                    if let Some(p) = self.tx_finish()? {
+                        deliver(p);
+                    }
+                    done += 1;
+                    if done >= budget {
+                        break;
+                    }
+                }
+            }
+        }
+        if self.tx.pending_responses() > 0 && self.tx.push_responses() {
+            self.notify();
+            self.stats.tx_notifications += 1;
+        }
+        Ok(done)
+    }
+
+    /// Adds one slot (already copied out of the ring) to the packet being assembled.
+    fn tx_take_slot(&mut self, slot: TxSlot) -> Result<(), Fatal> {
+        self.stats.tx_slots += 1;
+        let p = &mut self.tx_partial;
+        if p.want_extra {
+            let e = slot.extra();
+            match e.kind {
+                XEN_NETIF_EXTRA_TYPE_GSO => {
+                    let g = e.gso().expect("gso kind");
+                    let ok_type = matches!(
+                        g.gso_type,
+                        XEN_NETIF_GSO_TYPE_TCPV4 | XEN_NETIF_GSO_TYPE_TCPV6
+                    );
+                    if !ok_type || g.size == 0 || p.extras.iter().any(|x| x.kind == e.kind) {
+                        return Err(self.fail(Fatal::TxBadExtra));
+                    }
+                }
+                _ => return Err(self.fail(Fatal::TxBadExtra)),
+            }
+            p.want_extra = e.more();
+            p.extras.push(e);
+            return Ok(());
+        }
+        let r = slot.request();
+        if r.offset as usize + r.size as usize > PAGE_SIZE && p.first.is_some() {
+            return Err(self.fail(Fatal::TxCrossPage));
+        }
+        if p.first.is_none() {
+            // The first slot's size is the whole packet's; its own share is checked at finish.
+            if (r.size as usize) < 14 {
+                return Err(self.fail(Fatal::TxRunt));
+            }
+            if r.offset as usize >= PAGE_SIZE {
+                return Err(self.fail(Fatal::TxCrossPage));
+            }
+            p.want_extra = r.flags & NETTXF_EXTRA_INFO != 0;
+            p.want_data = r.flags & NETTXF_MORE_DATA != 0;
+            p.first = Some(r);
+        } else {
+            if p.rest.len() + 1 >= XEN_NETIF_NR_SLOTS_MIN {
+                return Err(self.fail(Fatal::TxTooManySlots));
+            }
+            p.want_data = r.flags & NETTXF_MORE_DATA != 0;
+            p.rest.push(r);
+        }
+        Ok(())
+    }
+
+    /// Validates the assembled packet, copies it out of the guest and answers its slots.
+    fn tx_finish(&mut self) -> Result<Option<Packet>, Fatal> {
+        let first = self.tx_partial.first.expect("complete packet has a first slot");
+        let total = first.size as usize;
+        let rest_sum: usize = self.tx_partial.rest.iter().map(|r| r.size as usize).sum();
+        if rest_sum >= total {
+            return Err(self.fail(Fatal::TxBadSize));
+        }
+        let first_len = total - rest_sum;
+        if first.offset as usize + first_len > PAGE_SIZE {
+            return Err(self.fail(Fatal::TxCrossPage));
+        }
+        let gso = self.tx_partial.extras.iter().find_map(|e| e.gso());
+        let mut vnet_hdr = VirtioNetHdr::default();
+        let mut status = NETIF_RSP_OKAY;
+        if gso.is_none() && total > MAX_NON_GSO_FRAME {
+            self.stats.tx_oversize += 1;
+            status = NETIF_RSP_ERROR;
+        }
+        let mut data = Vec::new();
+        if status == NETIF_RSP_OKAY {
+            data = vec![0u8; total];
+            let mut ops: Vec<CopyFromGuest<'_>> = Vec::with_capacity(1 + self.tx_partial.rest.len());
+            let (head, mut tail) = data.split_at_mut(first_len);
+            ops.push(CopyFromGuest {
+                dst: head,
+                gref: GrantRef(first.gref),
+                offset: first.offset,
+                status: GntStatus::Okay,
+            });
+            for r in &self.tx_partial.rest {
+                let (piece, t) = tail.split_at_mut(r.size as usize);
+                tail = t;
+                ops.push(CopyFromGuest {
+                    dst: piece,
+                    gref: GrantRef(r.gref),
+                    offset: r.offset,
+                    status: GntStatus::Okay,
+                });
+            }
+            self.hv.copy_from_guest(DomId::DRIVER, self.domid, &mut ops);
+            self.stats.tx_copy_ops += ops.len() as u64;
+            if let Some(bad) = ops.iter().find(|o| o.status != GntStatus::Okay) {
+                let f = if bad.status == GntStatus::BadGntref {
+                    Fatal::TxBadGref
+                } else {
+                    Fatal::TxCopyFailed
+                };
+                return Err(self.fail(f));
+            }
+            drop(ops);
+            if first.flags & NETTXF_CSUM_BLANK != 0 || gso.is_some() {
+                match csum_setup(&data) {
+                    Some(cs) => {
+                        vnet_hdr.flags = vnet::F_NEEDS_CSUM;
+                        vnet_hdr.csum_start = cs.csum_start;
+                        vnet_hdr.csum_offset = cs.csum_offset;
+                        vnet_hdr.hdr_len = cs.hdr_len;
+                    }
+                    None => {
+                        self.stats.tx_bad_csum += 1;
+                        status = NETIF_RSP_ERROR;
+                    }
+                }
+            } else if first.flags & NETTXF_DATA_VALIDATED != 0 {
+                vnet_hdr.flags = vnet::F_DATA_VALID;
+            }
+            if let Some(g) = gso {
+                vnet_hdr.gso_size = g.size;
+                vnet_hdr.gso_type = if g.gso_type == XEN_NETIF_GSO_TYPE_TCPV6 {
+                    vnet::GSO_TCPV6
+                } else {
+                    vnet::GSO_TCPV4
+                };
+            }
+        }
+        // Answer every slot: data slots with the packet's status, extras with NULL.
+        self.tx.put_response(&TxResponse { id: first.id, status });
+        for _ in 0..self.tx_partial.extras.len() {
+            self.tx.put_response(&TxResponse { id: 0, status: NETIF_RSP_NULL });
+        }
+        for i in 0..self.tx_partial.rest.len() {
+            let id = self.tx_partial.rest[i].id;
+            self.tx.put_response(&TxResponse { id, status });
+        }
+        self.tx_partial.clear();
+        if status != NETIF_RSP_OKAY {
+            return Ok(None);
+        }
+        self.stats.tx_packets += 1;
+        self.stats.tx_bytes += total as u64;
+        if gso.is_some() {
+            self.stats.tx_gso_packets += 1;
+        }
+        Ok(Some(Packet::linear(vnet_hdr, data)))
+    }
+
+    fn notify(&self) {
+        // A failed eventfd write means the peer's end is gone; the control path notices.
+        let _ = self.evtchn.notify();
+    }
+}
