@@ -9,6 +9,7 @@
 
 pub mod cpu;
 pub mod pattern;
+pub mod ping;
 pub mod proto;
 pub mod rr;
 pub mod server;

@@ -122,6 +122,12 @@ enum PerfCmd {
         #[arg(long)]
         bytes: Option<u64>,
     },
+    /// ICMP echo; prints sent/received/RTTs as JSON; fails unless every echo is answered.
+    Ping {
+        to: std::net::Ipv4Addr,
+        #[arg(long, default_value_t = 3)]
+        count: u32,
+    },
     /// Request/response transactions; prints rate and latency percentiles as JSON.
     Rr {
         to: String,
@@ -383,6 +389,14 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             println!("{}", serde_json::json!({"sent": out.sent, "receiver": out.report}));
             if out.report.bytes != out.sent || out.report.mismatches != 0 {
                 bail!("stream not intact: sent {} bytes, receiver verified {} with {} mismatches", out.sent, out.report.bytes, out.report.mismatches);
+            }
+            Ok(())
+        }
+        PerfCmd::Ping { to, count } => {
+            let r = pvnet_perf::ping::ping(to, count, Duration::from_millis(200), Duration::from_secs(2))?;
+            println!("{}", serde_json::to_string(&r)?);
+            if r.received != r.sent {
+                bail!("{} of {} echo requests to {to} were not answered", r.sent - r.received, r.sent);
             }
             Ok(())
         }
