@@ -1,0 +1,129 @@
+//! Helpers for the end-to-end tests: they drive the real `pvnet` binary, as root, and check
+//! that nothing is left behind.
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+/// End-to-end tests share two CPUs: run them one at a time.
+pub static SERIAL: Mutex<()> = Mutex::new(());
+
+pub fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_pvnet")
+}
+
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Skips (returns true) when not root, saying why.
+pub fn skip_unless_root(name: &str) -> bool {
+    if !is_root() {
+        eprintln!("skipping {name}: needs root (network namespaces, veth, TAP, raw sockets)");
+        return true;
+    }
+    false
+}
+
+pub fn unique_id() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    format!("{:04x}{:02x}", std::process::id() & 0xffff, n & 0xff)
+}
+
+pub fn pvnet(args: &[&str]) -> Output {
+    Command::new(exe()).args(args).output().expect("run pvnet")
+}
+
+pub fn ok(args: &[&str]) -> String {
+    let o = pvnet(args);
+    assert!(
+        o.status.success(),
+        "pvnet {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn namespaces_of(id: &str) -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.starts_with(&format!("pvnet-{id}-")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A run brought up with `pvnet up`, brought down (and checked clean) on drop.
+pub struct Run {
+    pub id: String,
+}
+
+impl Run {
+    pub fn up(extra: &[&str]) -> Run {
+        let id = unique_id();
+        let mut args = vec!["up", "--id", &id];
+        args.extend_from_slice(extra);
+        ok(&args);
+        Run { id }
+    }
+
+    /// Runs `pvnet <args>` inside namespace role `role` of this run.
+    pub fn exec(&self, role: &str, args: &[&str]) -> Output {
+        let mut a = vec!["exec", "--id", &self.id, role, exe()];
+        a.extend_from_slice(args);
+        pvnet(&a)
+    }
+
+    pub fn spawn(&self, role: &str, args: &[&str]) -> std::process::Child {
+        let mut a = vec!["exec".to_string(), "--id".into(), self.id.clone(), role.into(), exe().into()];
+        a.extend(args.iter().map(|s| s.to_string()));
+        Command::new(exe())
+            .args(&a)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn")
+    }
+
+    pub fn stat(&self) -> serde_json::Value {
+        serde_json::from_str(&ok(&["stat", "--id", &self.id, "--json"])).expect("stat json")
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let o = pvnet(&["down", "--id", &self.id]);
+        if !std::thread::panicking() {
+            assert!(o.status.success(), "down failed: {}", String::from_utf8_lossy(&o.stderr));
+            assert!(namespaces_of(&self.id).is_empty(), "namespaces left: {:?}", namespaces_of(&self.id));
+        }
+    }
+}
+
+/// Starts a `perf server --once` in `role` and waits until it accepts connections.
+pub fn server(run: &Run, role: &str, addr: &str) -> std::process::Child {
+    let child = run.spawn(role, &["perf", "server", "--once"]);
+    for _ in 0..100 {
+        let o = run.exec("remote", &["perf", "ping", addr, "--count", "1"]);
+        if o.status.success() {
+            break;
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    child
+}
+
+/// Streams `bytes` from the remote host to `addr`; returns the parsed receiver report.
+pub fn stream(run: &Run, addr: &str, bytes: u64) -> serde_json::Value {
+    let o = run.exec(
+        "remote",
+        &["perf", "stream", addr, "--duration", "120", "--bytes", &bytes.to_string()],
+    );
+    assert!(o.status.success(), "stream to {addr} failed: {}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("stream json")
+}

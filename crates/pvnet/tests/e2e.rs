@@ -1,0 +1,141 @@
+//! End to end through the `xen` path: real TCP from the remote host's kernel, through the
+//! physical port, bridge, netback, rings and netfront, into a guest's kernel. Needs root.
+
+mod common;
+use common::*;
+
+const GIB: u64 = 1 << 30;
+
+#[test]
+fn one_gib_stream_into_a_guest_arrives_intact() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("one_gib_stream_into_a_guest_arrives_intact") {
+        return;
+    }
+    let run = Run::up(&["--guests", "1"]);
+    let mut srv = server(&run, "g0", "10.77.0.10");
+    let v = stream(&run, "10.77.0.10", GIB);
+    assert_eq!(v["sent"].as_u64(), Some(GIB));
+    assert_eq!(v["receiver"]["bytes"].as_u64(), Some(GIB), "receiver verified {v}");
+    assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0));
+    let _ = srv.wait();
+    let st = run.stat();
+    let vif = &st["vifs"][0];
+    assert_eq!(vif["state"], "connected");
+    // At least a GiB of payload crossed netback into the guest, by grant copy.
+    assert!(vif["netback"]["rx_bytes"].as_u64().unwrap() > GIB);
+    assert!(st["grant"]["copy_bytes"].as_u64().unwrap() > GIB);
+    assert!(vif["netback"]["tx_packets"].as_u64().unwrap() > 0, "ACKs went back through TX");
+}
+
+#[test]
+fn request_response_through_the_pv_path() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("request_response_through_the_pv_path") {
+        return;
+    }
+    let run = Run::up(&["--guests", "1"]);
+    let mut srv = server(&run, "g0", "10.77.0.10");
+    let o = run.exec("remote", &["perf", "rr", "10.77.0.10", "--duration", "2"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["transactions"].as_u64().unwrap() > 100, "{v}");
+    assert_eq!(v["errors"].as_u64(), Some(0));
+    let _ = srv.wait();
+}
+
+#[test]
+fn two_guests_receive_their_own_streams_at_once() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("two_guests_receive_their_own_streams_at_once") {
+        return;
+    }
+    let run = Run::up(&["--guests", "2"]);
+    let mut s0 = server(&run, "g0", "10.77.0.10");
+    let mut s1 = server(&run, "g1", "10.77.0.11");
+    let bytes = 256u64 << 20;
+    let r = &run;
+    let (a, b) = std::thread::scope(|sc| {
+        let a = sc.spawn(move || stream(r, "10.77.0.10", bytes));
+        let b = sc.spawn(move || stream(r, "10.77.0.11", bytes));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    for v in [&a, &b] {
+        assert_eq!(v["receiver"]["bytes"].as_u64(), Some(bytes), "{v}");
+        assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0));
+    }
+    let _ = (s0.wait(), s1.wait());
+    let st = run.stat();
+    for vif in st["vifs"].as_array().unwrap() {
+        assert!(vif["netback"]["rx_bytes"].as_u64().unwrap() > bytes, "{vif}");
+    }
+}
+
+#[test]
+fn guests_ping_the_remote_host_each_other_and_the_driver_domain() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("guests_ping_the_remote_host_each_other_and_the_driver_domain") {
+        return;
+    }
+    let run = Run::up(&["--guests", "2"]);
+    for (role, dst) in [("g0", "10.77.0.1"), ("g0", "10.77.0.11"), ("g1", "10.77.0.10"), ("g1", "10.77.0.2")] {
+        let o = run.exec(role, &["perf", "ping", dst, "--count", "3"]);
+        assert!(o.status.success(), "{role} -> {dst}: {}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["received"].as_u64(), Some(3));
+    }
+    let st = run.stat();
+    assert!(st["daemon"]["ddtap_rx"].as_u64().unwrap() > 0, "the driver domain's own stack answered");
+}
+
+#[test]
+fn sigterm_and_sigint_tear_everything_down() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("sigterm_and_sigint_tear_everything_down") {
+        return;
+    }
+    for sig in [nix::sys::signal::Signal::SIGTERM, nix::sys::signal::Signal::SIGINT] {
+        let id = unique_id();
+        let mut child = std::process::Command::new(exe())
+            .args(["up", "--id", &id, "--guests", "2", "--foreground"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let info = format!("/run/pvnet/{id}/info.json");
+        let t0 = std::time::Instant::now();
+        while !std::path::Path::new(&info).exists() {
+            assert!(t0.elapsed().as_secs() < 30, "run did not come up");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&info).unwrap()).unwrap();
+        let guests: Vec<i32> = v["guest_pids"].as_array().unwrap().iter().map(|p| p.as_i64().unwrap() as i32).collect();
+        assert_eq!(guests.len(), 2);
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+        let st = child.wait().unwrap();
+        assert!(st.success() || st.code().is_some(), "{st}");
+        assert!(namespaces_of(&id).is_empty(), "{sig:?} left namespaces {:?}", namespaces_of(&id));
+        assert!(!std::path::Path::new(&format!("/run/pvnet/{id}")).exists());
+        for p in guests {
+            assert!(
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None).is_err(),
+                "guest process {p} survived {sig:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn clear_errors_for_bad_input() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let o = pvnet(&["stat", "--id", "nosuchrun"]);
+    assert!(!o.status.success());
+    if is_root() {
+        assert!(String::from_utf8_lossy(&o.stderr).contains("no pvnet run"), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = pvnet(&["up", "--guests", "0"]);
+        assert!(String::from_utf8_lossy(&o.stderr).contains("--guests"));
+        let o = pvnet(&["bench", "--configs", "linux,warp"]);
+        assert!(String::from_utf8_lossy(&o.stderr).contains("unknown configuration"));
+    } else {
+        assert!(String::from_utf8_lossy(&o.stderr).contains("needs root"));
+    }
+}
