@@ -99,7 +99,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let configs = parse_configs(&args.configs)?;
     let reps = args.reps.unwrap_or(if args.quick { 1 } else { 3 });
     let dur = args.duration.unwrap_or(if args.quick { 3.0 } else { 10.0 });
-    let rr_dur = args.rr_duration.unwrap_or(if args.quick { 2.0 } else { 5.0 });
+    let rr_dur = args
+        .rr_duration
+        .unwrap_or(if args.quick { 2.0 } else { 5.0 });
     let tsc_hz = cpu::tsc_hz();
     let mut samples: BTreeMap<String, Vec<Sample>> = BTreeMap::new();
     let started = Instant::now();
@@ -108,7 +110,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
     for rep in 0..reps {
         for c in &configs {
             k += 1;
-            eprintln!("pvnet bench: [{k}/{total}] {c} (repetition {}), {:.0} s elapsed", rep + 1, started.elapsed().as_secs_f64());
+            eprintln!(
+                "pvnet bench: [{k}/{total}] {c} (repetition {}), {:.0} s elapsed",
+                rep + 1,
+                started.elapsed().as_secs_f64()
+            );
             let s = run_one(c, dur, rr_dur, args.msg_size, tsc_hz)?;
             samples.entry(c.clone()).or_default().push(s);
         }
@@ -116,12 +122,17 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let report = summarize(&configs, &samples, tsc_hz, reps, dur, rr_dur, args.msg_size);
     print_table(&configs, &report);
     if let Some(p) = &args.json {
-        std::fs::write(p, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", p.display()))?;
+        std::fs::write(p, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", p.display()))?;
         eprintln!("pvnet bench: wrote {}", p.display());
     }
     let bad: Vec<&String> = configs
         .iter()
-        .filter(|c| report["configs"][c.as_str()]["errors"].as_array().is_some_and(|e| !e.is_empty()))
+        .filter(|c| {
+            report["configs"][c.as_str()]["errors"]
+                .as_array()
+                .is_some_and(|e| !e.is_empty())
+        })
         .collect();
     if !bad.is_empty() {
         bail!("errors in {bad:?}: see the report");
@@ -157,8 +168,16 @@ fn pinned(mut cmd: Command, cpu_n: usize) -> Command {
 }
 
 fn run_one(config: &str, dur: f64, rr_dur: f64, msg_size: usize, tsc_hz: u64) -> Result<Sample> {
-    let mode = if config == "linux" { Mode::Linux } else { Mode::Xen };
-    let cfg = DaemonConfig { mode, guests: 1, ..DaemonConfig::default() };
+    let mode = if config == "linux" {
+        Mode::Linux
+    } else {
+        Mode::Xen
+    };
+    let cfg = DaemonConfig {
+        mode,
+        guests: 1,
+        ..DaemonConfig::default()
+    };
     let info = crate::start_daemon(&cfg, false)?;
     let res = measure(&info, mode, dur, rr_dur, msg_size, tsc_hz);
     let down = crate::down(&info.id);
@@ -167,7 +186,14 @@ fn run_one(config: &str, dur: f64, rr_dur: f64, msg_size: usize, tsc_hz: u64) ->
     Ok(s)
 }
 
-fn measure(info: &RunInfo, mode: Mode, dur: f64, rr_dur: f64, msg_size: usize, tsc_hz: u64) -> Result<Sample> {
+fn measure(
+    info: &RunInfo,
+    mode: Mode,
+    dur: f64,
+    rr_dur: f64,
+    msg_size: usize,
+    tsc_hz: u64,
+) -> Result<Sample> {
     let exe = std::env::current_exe()?;
     let (rx_ns, rx_addr) = match mode {
         Mode::Linux => (info.dd_ns.clone(), info.dd_addr.clone()),
@@ -180,7 +206,13 @@ fn measure(info: &RunInfo, mode: Mode, dur: f64, rr_dur: f64, msg_size: usize, t
     // Stream.
     let server = Guard(Some(
         pinned(rx.command(&exe), RX_CPU)
-            .args(["perf", "server", "--once", "--bind", &format!("0.0.0.0:{PORT}")])
+            .args([
+                "perf",
+                "server",
+                "--once",
+                "--bind",
+                &format!("0.0.0.0:{PORT}"),
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?,
@@ -193,7 +225,15 @@ fn measure(info: &RunInfo, mode: Mode, dur: f64, rr_dur: f64, msg_size: usize, t
     all.push(info.pid);
     let before = cpu::sample(RX_CPU, &all)?;
     let out = pinned(remote.command(&exe), TX_CPU)
-        .args(["perf", "stream", &rx_addr, "--duration", &dur.to_string(), "--msg-size", &msg_size.to_string()])
+        .args([
+            "perf",
+            "stream",
+            &rx_addr,
+            "--duration",
+            &dur.to_string(),
+            "--msg-size",
+            &msg_size.to_string(),
+        ])
         .stderr(Stdio::piped())
         .output()?;
     let after = cpu::sample(RX_CPU, &all)?;
@@ -205,30 +245,55 @@ fn measure(info: &RunInfo, mode: Mode, dur: f64, rr_dur: f64, msg_size: usize, t
             s.mismatches = v["receiver"]["mismatches"].as_u64().unwrap_or(0);
             s.throughput_mbps = v["receiver"]["mbps"].as_f64().unwrap_or(0.0);
             if v["sent"].as_u64() != Some(s.bytes) || s.mismatches != 0 {
-                s.errors.push(format!("stream not intact: sent {}, verified {}, {} mismatches", v["sent"], s.bytes, s.mismatches));
+                s.errors.push(format!(
+                    "stream not intact: sent {}, verified {}, {} mismatches",
+                    v["sent"], s.bytes, s.mismatches
+                ));
             }
         }
-        Err(_) => s.errors.push(format!("stream failed: {}", String::from_utf8_lossy(&out.stderr).trim())),
+        Err(_) => s.errors.push(format!(
+            "stream failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
     }
     let d = cpu::delta(&before, &after);
     s.cpu_busy_ns = d.busy_ns;
-    let pid_ns = |p: i32| d.pid_ns.iter().find(|(q, _)| *q == p).map(|(_, n)| *n).unwrap_or(0);
+    let pid_ns = |p: i32| {
+        d.pid_ns
+            .iter()
+            .find(|(q, _)| *q == p)
+            .map(|(_, n)| *n)
+            .unwrap_or(0)
+    };
     if mode == Mode::Xen {
         s.guest_ns = guest_pids.iter().map(|p| pid_ns(*p)).sum();
         s.driver_ns = d.busy_ns.saturating_sub(s.guest_ns);
     }
-    let cpb = |ns: u64| if s.bytes == 0 { 0.0 } else { ns as f64 * tsc_hz as f64 / 1e9 / s.bytes as f64 };
+    let cpb = |ns: u64| {
+        if s.bytes == 0 {
+            0.0
+        } else {
+            ns as f64 * tsc_hz as f64 / 1e9 / s.bytes as f64
+        }
+    };
     s.cycles_per_byte_total = cpb(s.cpu_busy_ns);
     s.cycles_per_byte_driver = cpb(s.driver_ns);
     s.cycles_per_byte_guest = cpb(s.guest_ns);
     if mode == Mode::Xen {
-        s.stat = crate::daemon::admin_call(&info.id, &crate::daemon::AdminRequest::Stat).unwrap_or_default();
+        s.stat = crate::daemon::admin_call(&info.id, &crate::daemon::AdminRequest::Stat)
+            .unwrap_or_default();
     }
 
     // Request/response.
     let server = Guard(Some(
         pinned(rx.command(&exe), RX_CPU)
-            .args(["perf", "server", "--once", "--bind", &format!("0.0.0.0:{PORT}")])
+            .args([
+                "perf",
+                "server",
+                "--once",
+                "--bind",
+                &format!("0.0.0.0:{PORT}"),
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?,
@@ -248,7 +313,10 @@ fn measure(info: &RunInfo, mode: Mode, dur: f64, rr_dur: f64, msg_size: usize, t
                 s.errors.push(format!("rr reported {} errors", v["errors"]));
             }
         }
-        Err(_) => s.errors.push(format!("rr failed: {}", String::from_utf8_lossy(&out.stderr).trim())),
+        Err(_) => s.errors.push(format!(
+            "rr failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
     }
     Ok(s)
 }
@@ -260,7 +328,9 @@ fn wait_listening(remote: &Netns, addr: &str) -> Result<()> {
     loop {
         // A probe connection is accepted and closed by the server as a failed hello; `--once`
         // servers keep serving after a bad hello.
-        let ok = remote.run(move || std::net::TcpStream::connect_timeout(&target, Duration::from_millis(200)).is_ok())?;
+        let ok = remote.run(move || {
+            std::net::TcpStream::connect_timeout(&target, Duration::from_millis(200)).is_ok()
+        })?;
         if ok {
             return Ok(());
         }
@@ -345,7 +415,10 @@ fn print_table(configs: &[String], r: &serde_json::Value) {
             }
         }
         println!();
-        if has_linux && (path[0] != "cycles_per_byte" || path[1] == "total") && path[0] != "rr_p99_us" {
+        if has_linux
+            && (path[0] != "cycles_per_byte" || path[1] == "total")
+            && path[0] != "rr_p99_us"
+        {
             print!("{:<28}", "  vs linux (%)");
             let base = get("linux", path).unwrap_or(0.0);
             for cfg in configs {

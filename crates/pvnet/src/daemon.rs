@@ -142,7 +142,10 @@ impl Vif {
         format!("/local/domain/0/backend/vif/{}/0", self.domid.0)
     }
     fn live_stats(&self) -> VifStats {
-        self.netback.as_ref().map(|n| n.stats.clone()).unwrap_or_else(|| self.stats.clone())
+        self.netback
+            .as_ref()
+            .map(|n| n.stats.clone())
+            .unwrap_or_else(|| self.stats.clone())
     }
 }
 
@@ -194,7 +197,10 @@ fn signal_fd() -> Result<SignalFd> {
     set.add(Signal::SIGTERM);
     set.add(Signal::SIGHUP);
     set.thread_block()?;
-    Ok(SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?)
+    Ok(SignalFd::with_flags(
+        &set,
+        SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC,
+    )?)
 }
 
 fn seqpacket_listener(path: &str) -> Result<OwnedFd> {
@@ -223,7 +229,11 @@ impl Daemon {
         let sigfd = signal_fd()?;
         let id = RunId::parse(&cfg.id)?;
         std::fs::create_dir_all(rundir::run_dir(&cfg.id))?;
-        let guests = if cfg.mode == Mode::Linux { 0 } else { cfg.guests + cfg.attach };
+        let guests = if cfg.mode == Mode::Linux {
+            0
+        } else {
+            cfg.guests + cfg.attach
+        };
         let testbed = Testbed::create(TestbedConfig {
             id,
             guests,
@@ -235,8 +245,14 @@ impl Daemon {
         }
         let admin = seqpacket_listener(rundir::ctl_path(&cfg.id).to_str().expect("utf-8 path"))?;
         let ep = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
-        ep.add(sigfd.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_SIGNAL))?;
-        ep.add(admin.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_ADMIN))?;
+        ep.add(
+            sigfd.as_fd(),
+            EpollEvent::new(EpollFlags::EPOLLIN, EV_SIGNAL),
+        )?;
+        ep.add(
+            admin.as_fd(),
+            EpollEvent::new(EpollFlags::EPOLLIN, EV_ADMIN),
+        )?;
         let mut d = Daemon {
             cfg,
             testbed,
@@ -268,7 +284,8 @@ impl Daemon {
         self.testbed.dd.enter()?;
         let pnic = Pnic::open(&PnicConfig::new(self.testbed.dd_if.clone()))
             .map_err(|e| anyhow!("opening the physical port {}: {e}", self.testbed.dd_if))?;
-        self.ep.add(pnic.rx_fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_PNIC))?;
+        self.ep
+            .add(pnic.rx_fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_PNIC))?;
         self.pnic = Some(pnic);
         self.bridge.add_port(PORT_PNIC);
 
@@ -276,7 +293,8 @@ impl Daemon {
         link::set_mac(tap.name(), [0x02, 0x70, 0x76, 0, 0, 0x02])?;
         link::add_ipv4(tap.name(), topology::dd_addr(), topology::SUBNET_PREFIX)?;
         link::set_up(tap.name(), true)?;
-        self.ep.add(tap.fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_DDTAP))?;
+        self.ep
+            .add(tap.fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_DDTAP))?;
         self.ddtap = Some(tap);
         self.bridge.add_port(PORT_DDSTACK);
 
@@ -286,7 +304,11 @@ impl Daemon {
         }
         // Wait until every spawned guest is connected and up.
         let deadline = Instant::now() + Duration::from_secs(20);
-        while self.vifs.values().any(|v| v.child.is_some() && !v.ready && v.failed.is_none()) {
+        while self
+            .vifs
+            .values()
+            .any(|v| v.child.is_some() && !v.ready && v.failed.is_none())
+        {
             if Instant::now() > deadline {
                 bail!("guests did not connect within 20 s");
             }
@@ -296,7 +318,11 @@ impl Daemon {
             }
         }
         if let Some(v) = self.vifs.values().find(|v| v.failed.is_some()) {
-            bail!("guest {} failed: {}", v.domid.0, v.failed.as_deref().unwrap_or(""));
+            bail!(
+                "guest {} failed: {}",
+                v.domid.0,
+                v.failed.as_deref().unwrap_or("")
+            );
         }
         Ok(())
     }
@@ -305,9 +331,14 @@ impl Daemon {
     /// and either spawns its frontend process or waits for an external one.
     fn create_guest(&mut self, i: usize, spawn: bool) -> Result<()> {
         let domid = DomId(i as u16 + 1);
-        let layout = Layout { grant_frames: GRANT_FRAMES };
+        let layout = Layout {
+            grant_frames: GRANT_FRAMES,
+        };
         let pages = layout.pages() + SPARE_PAGES;
-        let mem = Arc::new(GuestMemory::create(&format!("pvnet-dom{}", domid.0), pages)?);
+        let mem = Arc::new(GuestMemory::create(
+            &format!("pvnet-dom{}", domid.0),
+            pages,
+        )?);
         self.hv.add_domain(domid, mem.clone(), GRANT_FRAMES);
         let (back_end, front_end) = channel_pair()?;
         let (ctl_daemon, ctl_guest) = ctl::socketpair()?;
@@ -338,9 +369,17 @@ impl Daemon {
         w(st, format!("{dev}/{}", keys::BACKEND_ID), "0")?;
         w(st, format!("{dev}/{}", keys::HANDLE), "0")?;
         w(st, format!("{dev}/{}", keys::MAC), &format_mac(&mac))?;
-        w(st, format!("{dev}/{}", keys::STATE), &XenbusState::Initialising.as_value())?;
+        w(
+            st,
+            format!("{dev}/{}", keys::STATE),
+            &XenbusState::Initialising.as_value(),
+        )?;
         w(st, format!("{be}/{}", keys::FRONTEND), &dev)?;
-        w(st, format!("{be}/{}", keys::FRONTEND_ID), &domid.0.to_string())?;
+        w(
+            st,
+            format!("{be}/{}", keys::FRONTEND_ID),
+            &domid.0.to_string(),
+        )?;
         w(st, format!("{be}/{}", keys::HANDLE), "0")?;
         w(st, format!("{be}/{}", keys::MAC), &format_mac(&mac))?;
         // netback probe: advertise features, then InitWait.
@@ -349,8 +388,16 @@ impl Daemon {
         w(st, format!("{be}/{}", keys::FEATURE_GSO_TCPV6), "0")?;
         w(st, format!("{be}/{}", keys::FEATURE_RX_COPY), "1")?;
         w(st, format!("{be}/{}", keys::FEATURE_RX_FLIP), "0")?;
-        w(st, format!("{be}/{}", keys::STATE), &XenbusState::InitWait.as_value())?;
-        st.watch(DomId::DRIVER, &format!("{dev}/{}", keys::STATE), &format!("fe:{}", domid.0))?;
+        w(
+            st,
+            format!("{be}/{}", keys::STATE),
+            &XenbusState::InitWait.as_value(),
+        )?;
+        st.watch(
+            DomId::DRIVER,
+            &format!("{dev}/{}", keys::STATE),
+            &format!("fe:{}", domid.0),
+        )?;
 
         let boot = BootInfo {
             domid: domid.0,
@@ -370,8 +417,14 @@ impl Daemon {
         )?;
         drop((fe_notify, fe_wait));
         let ctl_fd = vif.ctl.as_ref().expect("ctl").as_fd();
-        nix::fcntl::fcntl(ctl_fd, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK))?;
-        self.ep.add(ctl_fd, EpollEvent::new(EpollFlags::EPOLLIN, EV_GUEST_CTL | domid.0 as u64))?;
+        nix::fcntl::fcntl(
+            ctl_fd,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )?;
+        self.ep.add(
+            ctl_fd,
+            EpollEvent::new(EpollFlags::EPOLLIN, EV_GUEST_CTL | domid.0 as u64),
+        )?;
 
         if spawn {
             vif.child = Some(self.spawn_guest(i, ctl_guest)?);
@@ -379,7 +432,10 @@ impl Daemon {
             let path = rundir::run_dir(&self.cfg.id).join(format!("attach-{}.sock", domid.0));
             let path = path.to_str().expect("utf-8").to_string();
             let l = seqpacket_listener(&path)?;
-            self.ep.add(l.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_ATTACH | domid.0 as u64))?;
+            self.ep.add(
+                l.as_fd(),
+                EpollEvent::new(EpollFlags::EPOLLIN, EV_ATTACH | domid.0 as u64),
+            )?;
             vif.attach_listener = Some((l, path));
             vif.attach_end = Some(ctl_guest);
         }
@@ -392,7 +448,8 @@ impl Daemon {
         let exe = std::env::current_exe()?;
         let ns = &self.testbed.guests[i];
         let mut cmd = ns.command(&exe);
-        cmd.args(["guest-run", "--ctl-fd", "3"]).stdin(Stdio::null());
+        cmd.args(["guest-run", "--ctl-fd", "3"])
+            .stdin(Stdio::null());
         let raw = ctl_guest.as_raw_fd();
         let cpu = self.cfg.cpu;
         // SAFETY: the closure runs in the child between fork and exec and only makes
@@ -423,16 +480,31 @@ impl Daemon {
             mode: format!("{:?}", self.cfg.mode).to_lowercase(),
             remote_ns: self.testbed.remote.name().to_string(),
             dd_ns: self.testbed.dd.name().to_string(),
-            guest_ns: self.testbed.guests.iter().map(|n| n.name().to_string()).collect(),
+            guest_ns: self
+                .testbed
+                .guests
+                .iter()
+                .map(|n| n.name().to_string())
+                .collect(),
             remote_addr: topology::remote_addr().to_string(),
             dd_addr: topology::dd_addr().to_string(),
-            guest_addrs: (0..self.testbed.guests.len()).map(|i| topology::guest_addr(i).to_string()).collect(),
+            guest_addrs: (0..self.testbed.guests.len())
+                .map(|i| topology::guest_addr(i).to_string())
+                .collect(),
             pnic_if: self.testbed.dd_if.clone(),
-            guest_pids: self.vifs.values().filter_map(|v| v.child.as_ref().map(|c| c.id() as i32)).collect(),
+            guest_pids: self
+                .vifs
+                .values()
+                .filter_map(|v| v.child.as_ref().map(|c| c.id() as i32))
+                .collect(),
             attach: self
                 .vifs
                 .values()
-                .filter_map(|v| v.attach_listener.as_ref().map(|(_, p)| (v.domid.0, p.clone())))
+                .filter_map(|v| {
+                    v.attach_listener
+                        .as_ref()
+                        .map(|(_, p)| (v.domid.0, p.clone()))
+                })
                 .collect(),
         }
     }
@@ -448,7 +520,10 @@ impl Daemon {
     fn run_once(&mut self, timeout: Duration) -> Result<()> {
         let mut events = [EpollEvent::empty(); 32];
         let mut more_pnic = false;
-        let n = match self.ep.wait(&mut events, EpollTimeout::from(timeout.as_millis() as u16)) {
+        let n = match self
+            .ep
+            .wait(&mut events, EpollTimeout::from(timeout.as_millis() as u16))
+        {
             Ok(n) => n,
             Err(nix::errno::Errno::EINTR) => 0,
             Err(e) => return Err(e.into()),
@@ -516,13 +591,17 @@ impl Daemon {
         // Back-pressure: don't take frames from the wire while a guest's queue is nearly full;
         // the kernel's ring holds them (and counts its drops).
         if self.vifs.values().any(|v| {
-            v.netback.as_ref().is_some_and(|n| n.rx_queued() + budget > pvnet_dd::netback::RX_QUEUE_LIMIT)
+            v.netback
+                .as_ref()
+                .is_some_and(|n| n.rx_queued() + budget > pvnet_dd::netback::RX_QUEUE_LIMIT)
         }) {
             self.stats.pnic_deferred += 1;
             self.flush_vifs();
             return false;
         }
-        let Some(pnic) = self.pnic.as_mut() else { return false };
+        let Some(pnic) = self.pnic.as_mut() else {
+            return false;
+        };
         let mut pending = std::mem::take(&mut self.pending);
         let n = pnic.poll(budget, |f| {
             if f.truncated {
@@ -552,7 +631,10 @@ impl Daemon {
         // The 2006 backend takes only linear packets: the baseline bridge copies a chain into
         // one buffer (seed 000, Fig. 2(b)).
         self.stats.linearized_bytes += pkt.linearize() as u64;
-        match self.bridge.input(ingress, MacAddr(src), MacAddr(dst), now_ns(self.start)) {
+        match self
+            .bridge
+            .input(ingress, MacAddr(src), MacAddr(dst), now_ns(self.start))
+        {
             Decision::Forward(p) => self.deliver(p, pkt),
             Decision::Flood => {
                 let ports: Vec<PortId> = self.bridge.ports().filter(|p| *p != ingress).collect();
@@ -598,7 +680,12 @@ impl Daemon {
 
     /// Moves queued packets into the guests whose queues got new packets.
     fn flush_vifs(&mut self) {
-        let doms: Vec<u16> = self.vifs.iter().filter(|(_, v)| v.dirty).map(|(d, _)| *d).collect();
+        let doms: Vec<u16> = self
+            .vifs
+            .iter()
+            .filter(|(_, v)| v.dirty)
+            .map(|(d, _)| *d)
+            .collect();
         for d in doms {
             let v = self.vifs.get_mut(&d).expect("listed");
             v.dirty = false;
@@ -615,7 +702,9 @@ impl Daemon {
         let budget = self.cfg.budget;
         let mut out = std::mem::take(&mut self.pending);
         let res = {
-            let Some(v) = self.vifs.get_mut(&dom) else { return };
+            let Some(v) = self.vifs.get_mut(&dom) else {
+                return;
+            };
             let Some(nb) = v.netback.as_mut() else { return };
             nb.evtchn().consume();
             let r = nb.tx_poll(budget * 4, |p| out.push((vif_port(DomId(dom)), p)));
@@ -655,7 +744,9 @@ impl Daemon {
     /// Takes a vif offline after a protocol violation: its rings are never touched again, the
     /// backend state goes to Closing, the event channel is unwatched. Other vifs don't notice.
     fn disconnect(&mut self, dom: u16, f: Fatal) {
-        let Some(v) = self.vifs.get_mut(&dom) else { return };
+        let Some(v) = self.vifs.get_mut(&dom) else {
+            return;
+        };
         if let Some(nb) = v.netback.take() {
             let _ = self.ep.delete(nb.evtchn().wait_fd());
             v.stats = nb.stats.clone();
@@ -664,15 +755,23 @@ impl Daemon {
         v.state = VifState::Disconnected;
         eprintln!("pvnet: vif {dom} disconnected: {}", f.name());
         let be = v.backend_path();
-        let _ = self.store.write(DomId::DRIVER, &format!("{be}/{}", keys::STATE), &XenbusState::Closing.as_value());
+        let _ = self.store.write(
+            DomId::DRIVER,
+            &format!("{be}/{}", keys::STATE),
+            &XenbusState::Closing.as_value(),
+        );
     }
 
     // ------------------------------------------------------------------ control path
 
     fn guest_ctl(&mut self, dom: u16) -> Result<()> {
         loop {
-            let Some(v) = self.vifs.get_mut(&dom) else { return Ok(()) };
-            let Some(sock) = v.ctl.as_ref() else { return Ok(()) };
+            let Some(v) = self.vifs.get_mut(&dom) else {
+                return Ok(());
+            };
+            let Some(sock) = v.ctl.as_ref() else {
+                return Ok(());
+            };
             let msg = match ctl::try_recv::<FromGuest>(sock.as_fd()) {
                 Ok(Some((m, _fds))) => m,
                 Ok(None) => {
@@ -709,7 +808,9 @@ impl Daemon {
     }
 
     fn guest_gone(&mut self, dom: u16) {
-        let Some(v) = self.vifs.get_mut(&dom) else { return };
+        let Some(v) = self.vifs.get_mut(&dom) else {
+            return;
+        };
         if let Some(nb) = v.netback.take() {
             let _ = self.ep.delete(nb.evtchn().wait_fd());
             v.stats = nb.stats.clone();
@@ -719,19 +820,34 @@ impl Daemon {
         }
         self.store.remove_watches_of(DomId(dom));
         let be = v.backend_path();
-        let _ = self.store.write(DomId::DRIVER, &format!("{be}/{}", keys::STATE), &XenbusState::Closed.as_value());
+        let _ = self.store.write(
+            DomId::DRIVER,
+            &format!("{be}/{}", keys::STATE),
+            &XenbusState::Closed.as_value(),
+        );
     }
 
     /// Delivers watch events: guests' watches go to the guest; our own drive netback.
     fn process_store_events(&mut self) {
         for ev in self.store.take_events() {
             if ev.owner == DomId::DRIVER {
-                if let Some(d) = ev.token.strip_prefix("fe:").and_then(|d| d.parse::<u16>().ok()) {
+                if let Some(d) = ev
+                    .token
+                    .strip_prefix("fe:")
+                    .and_then(|d| d.parse::<u16>().ok())
+                {
                     self.frontend_changed(d);
                 }
             } else if let Some(v) = self.vifs.get(&ev.owner.0) {
                 if let Some(s) = v.ctl.as_ref() {
-                    let _ = ctl::send(s.as_fd(), &ToGuest::Watch { path: ev.path, token: ev.token }, &[]);
+                    let _ = ctl::send(
+                        s.as_fd(),
+                        &ToGuest::Watch {
+                            path: ev.path,
+                            token: ev.token,
+                        },
+                        &[],
+                    );
                 }
             }
         }
@@ -750,7 +866,11 @@ impl Daemon {
                     let v = self.vifs.get_mut(&dom).expect("vif");
                     v.state = VifState::Closed;
                     let be = v.backend_path();
-                    let _ = self.store.write(DomId::DRIVER, &format!("{be}/{}", keys::STATE), &XenbusState::Closing.as_value());
+                    let _ = self.store.write(
+                        DomId::DRIVER,
+                        &format!("{be}/{}", keys::STATE),
+                        &XenbusState::Closing.as_value(),
+                    );
                 }
             }
             Some(XenbusState::Closing) | Some(XenbusState::Closed) => self.guest_gone(dom),
@@ -764,13 +884,22 @@ impl Daemon {
         let dev = v.device_path();
         let st = &self.store;
         let rd = |k: &str| -> Result<String> {
-            st.read(DomId::DRIVER, &format!("{dev}/{k}"))?.ok_or_else(|| anyhow!("frontend did not write {k}"))
+            st.read(DomId::DRIVER, &format!("{dev}/{k}"))?
+                .ok_or_else(|| anyhow!("frontend did not write {k}"))
         };
         let num = |k: &str| -> Result<u32> {
             let s = rd(k)?;
-            s.trim().parse::<u32>().map_err(|_| anyhow!("frontend's {k} is not a number: {s:?}"))
+            s.trim()
+                .parse::<u32>()
+                .map_err(|_| anyhow!("frontend's {k} is not a number: {s:?}"))
         };
-        let flag = |k: &str| st.read(DomId::DRIVER, &format!("{dev}/{k}")).ok().flatten().as_deref() == Some("1");
+        let flag = |k: &str| {
+            st.read(DomId::DRIVER, &format!("{dev}/{k}"))
+                .ok()
+                .flatten()
+                .as_deref()
+                == Some("1")
+        };
         let tx_ref = num(keys::TX_RING_REF)?;
         let rx_ref = num(keys::RX_RING_REF)?;
         let port = num(keys::EVENT_CHANNEL)?;
@@ -786,24 +915,45 @@ impl Daemon {
             gso_tcpv6: false,
             rx_notify: flag(keys::FEATURE_RX_NOTIFY),
         };
-        let evt = v.evtchn_back.take().ok_or_else(|| anyhow!("event channel already bound"))?;
-        let nb = match Netback::connect(self.hv.clone(), DomId(dom), GrantRef(tx_ref), GrantRef(rx_ref), evt, features) {
+        let evt = v
+            .evtchn_back
+            .take()
+            .ok_or_else(|| anyhow!("event channel already bound"))?;
+        let nb = match Netback::connect(
+            self.hv.clone(),
+            DomId(dom),
+            GrantRef(tx_ref),
+            GrantRef(rx_ref),
+            evt,
+            features,
+        ) {
             Ok(nb) => nb,
             Err(st) => bail!("mapping the frontend's rings failed: {st:?}"),
         };
-        self.ep.add(nb.evtchn().wait_fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_EVTCHN | dom as u64))?;
+        self.ep.add(
+            nb.evtchn().wait_fd(),
+            EpollEvent::new(EpollFlags::EPOLLIN, EV_EVTCHN | dom as u64),
+        )?;
         v.netback = Some(nb);
         v.state = VifState::Connected;
         let mac = v.mac;
         let be = v.backend_path();
         self.bridge.set_static(MacAddr(mac), vif_port(DomId(dom)));
-        self.store.write(DomId::DRIVER, &format!("{be}/{}", keys::STATE), &XenbusState::Connected.as_value())?;
+        self.store.write(
+            DomId::DRIVER,
+            &format!("{be}/{}", keys::STATE),
+            &XenbusState::Connected.as_value(),
+        )?;
         Ok(())
     }
 
     fn attach_accept(&mut self, dom: u16) -> Result<()> {
-        let Some(v) = self.vifs.get_mut(&dom) else { return Ok(()) };
-        let Some((l, _)) = v.attach_listener.as_ref() else { return Ok(()) };
+        let Some(v) = self.vifs.get_mut(&dom) else {
+            return Ok(());
+        };
+        let Some((l, _)) = v.attach_listener.as_ref() else {
+            return Ok(());
+        };
         let conn = match accept(l.as_fd()) {
             Ok(c) => c,
             Err(_) => return Ok(()),
@@ -819,14 +969,20 @@ impl Daemon {
         while let Ok(c) = accept(self.admin.as_fd()) {
             let tok = EV_ADMIN_CONN | (self.next_conn & 0xffff);
             self.next_conn += 1;
-            if self.ep.add(c.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, tok)).is_ok() {
+            if self
+                .ep
+                .add(c.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, tok))
+                .is_ok()
+            {
                 self.admin_conns.insert(tok, c);
             }
         }
     }
 
     fn admin_request(&mut self, tok: u64) {
-        let Some(c) = self.admin_conns.get(&tok) else { return };
+        let Some(c) = self.admin_conns.get(&tok) else {
+            return;
+        };
         let req = match ctl::try_recv::<AdminRequest>(c.as_fd()) {
             Ok(Some((r, _))) => r,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -897,7 +1053,9 @@ impl Daemon {
                 loop {
                     match c.try_wait() {
                         Ok(Some(_)) => break,
-                        Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                        Ok(None) if Instant::now() < deadline => {
+                            std::thread::sleep(Duration::from_millis(10))
+                        }
                         _ => {
                             let _ = c.kill();
                             let _ = c.wait();
@@ -925,7 +1083,12 @@ impl Daemon {
 /// Sends one admin request to a running daemon and returns its answer.
 pub fn admin_call(id: &str, req: &AdminRequest) -> Result<serde_json::Value> {
     let path = rundir::ctl_path(id);
-    let fd = socket::socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None)?;
+    let fd = socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
     socket::connect(fd.as_raw_fd(), &UnixAddr::new(&path)?)
         .with_context(|| format!("connecting to the pvnet daemon at {}", path.display()))?;
     ctl::send(fd.as_fd(), req, &[])?;

@@ -15,7 +15,11 @@ use clap::{Parser, Subcommand};
 use daemon::{AdminRequest, Daemon, DaemonConfig, Mode};
 
 #[derive(Parser)]
-#[command(name = "pvnet", version, about = "The Xen paravirtual network path in user space, measured")]
+#[command(
+    name = "pvnet",
+    version,
+    about = "The Xen paravirtual network path in user space, measured"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -150,7 +154,10 @@ fn need_root(what: &str) -> Result<()> {
 }
 
 fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
-    (host, port).to_socket_addrs()?.next().ok_or_else(|| anyhow!("cannot resolve {host}"))
+    (host, port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| anyhow!("cannot resolve {host}"))
 }
 
 fn main() {
@@ -163,7 +170,15 @@ fn main() {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
-        Cmd::Up { guests, mode, id, budget, attach, foreground, cpu } => {
+        Cmd::Up {
+            guests,
+            mode,
+            id,
+            budget,
+            attach,
+            foreground,
+            cpu,
+        } => {
             need_root("up")?;
             if guests == 0 && mode == Mode::Xen && attach == 0 {
                 bail!("--guests must be at least 1");
@@ -184,7 +199,11 @@ fn run(cli: Cli) -> Result<()> {
                 rps: true,
             };
             if rundir::run_dir(&cfg.id).exists() {
-                bail!("a run with id {} exists already (see `pvnet info --id {}`)", cfg.id, cfg.id);
+                bail!(
+                    "a run with id {} exists already (see `pvnet info --id {}`)",
+                    cfg.id,
+                    cfg.id
+                );
             }
             if foreground {
                 return daemon_main(cfg, true);
@@ -195,7 +214,11 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Down { id, all } => {
             need_root("down")?;
-            let ids = if all { rundir::list_runs() } else { vec![rundir::pick_run(id.as_deref())?] };
+            let ids = if all {
+                rundir::list_runs()
+            } else {
+                vec![rundir::pick_run(id.as_deref())?]
+            };
             for id in ids {
                 down(&id)?;
                 println!("pvnet: run {id} is down");
@@ -298,7 +321,10 @@ pub fn start_daemon(cfg: &DaemonConfig, detach: bool) -> Result<rundir::RunInfo>
         if let Some(st) = child.try_wait()? {
             let log = std::fs::read_to_string(rundir::log_path(&cfg.id)).unwrap_or_default();
             let _ = std::fs::remove_dir_all(rundir::run_dir(&cfg.id));
-            bail!("the daemon exited ({st}) before it was ready:\n{}", log.trim());
+            bail!(
+                "the daemon exited ({st}) before it was ready:\n{}",
+                log.trim()
+            );
         }
         if Instant::now() > deadline {
             let _ = child.kill();
@@ -318,7 +344,10 @@ pub fn down(id: &str) -> Result<()> {
         }
     }
     if rundir::pid_alive(pid) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     // Whatever a crashed daemon left behind.
@@ -330,19 +359,33 @@ pub fn down(id: &str) -> Result<()> {
 fn print_info(i: &rundir::RunInfo) {
     println!("pvnet run {} ({} mode), daemon pid {}", i.id, i.mode, i.pid);
     println!("  remote host   {:<24} {}", i.remote_ns, i.remote_addr);
-    println!("  driver domain {:<24} {} (own stack), physical port {}", i.dd_ns, i.dd_addr, i.pnic_if);
+    println!(
+        "  driver domain {:<24} {} (own stack), physical port {}",
+        i.dd_ns, i.dd_addr, i.pnic_if
+    );
     for (k, (ns, a)) in i.guest_ns.iter().zip(&i.guest_addrs).enumerate() {
         println!("  guest {k}       {ns:<24} {a}");
     }
     for (d, p) in &i.attach {
         println!("  domain {d} waits for an external frontend at {p}");
     }
-    println!("  e.g.  sudo ip netns exec {} iperf3 -s", i.guest_ns.first().unwrap_or(&i.dd_ns));
-    println!("        sudo pvnet stat --id {}      sudo pvnet down --id {}", i.id, i.id);
+    println!(
+        "  e.g.  sudo ip netns exec {} iperf3 -s",
+        i.guest_ns.first().unwrap_or(&i.dd_ns)
+    );
+    println!(
+        "        sudo pvnet stat --id {}      sudo pvnet down --id {}",
+        i.id, i.id
+    );
 }
 
 fn print_stat(v: &serde_json::Value) {
-    println!("run {}  mode {}  up {:.1} s", v["id"].as_str().unwrap_or("?"), v["mode"], v["uptime_s"].as_f64().unwrap_or(0.0));
+    println!(
+        "run {}  mode {}  up {:.1} s",
+        v["id"].as_str().unwrap_or("?"),
+        v["mode"],
+        v["uptime_s"].as_f64().unwrap_or(0.0)
+    );
     let flat = |prefix: &str, o: &serde_json::Value| {
         if let Some(m) = o.as_object() {
             let parts: Vec<String> = m
@@ -364,7 +407,10 @@ fn print_stat(v: &serde_json::Value) {
                 vif["domid"],
                 vif["mac"].as_str().unwrap_or(""),
                 vif["state"].as_str().unwrap_or(""),
-                vif["fatal"].as_str().map(|f| format!(" ({f})")).unwrap_or_default()
+                vif["fatal"]
+                    .as_str()
+                    .map(|f| format!(" ({f})"))
+                    .unwrap_or_default()
             );
             flat("  netback", &vif["netback"]);
             flat("  netfront", &vif["netfront"]);
@@ -375,33 +421,79 @@ fn print_stat(v: &serde_json::Value) {
 fn perf(cmd: PerfCmd) -> Result<()> {
     use pvnet_perf::{rr, server, stream};
     match cmd {
-        PerfCmd::Server { bind, once } => server::serve(&server::ServerOpts { bind, once }, |ev| match ev {
-            server::ServerEvent::Stream(r) => println!("{}", serde_json::to_string(&r).unwrap_or_default()),
-            server::ServerEvent::Rr(r) => println!("{{\"rr_transactions\":{},\"seconds\":{}}}", r.transactions, r.seconds),
-            server::ServerEvent::Error { peer, message } => eprintln!("pvnet perf: {peer:?}: {message}"),
-        }),
-        PerfCmd::Stream { to, port, duration, msg_size, bytes } => {
+        PerfCmd::Server { bind, once } => {
+            server::serve(&server::ServerOpts { bind, once }, |ev| match ev {
+                server::ServerEvent::Stream(r) => {
+                    println!("{}", serde_json::to_string(&r).unwrap_or_default())
+                }
+                server::ServerEvent::Rr(r) => println!(
+                    "{{\"rr_transactions\":{},\"seconds\":{}}}",
+                    r.transactions, r.seconds
+                ),
+                server::ServerEvent::Error { peer, message } => {
+                    eprintln!("pvnet perf: {peer:?}: {message}")
+                }
+            })
+        }
+        PerfCmd::Stream {
+            to,
+            port,
+            duration,
+            msg_size,
+            bytes,
+        } => {
             if msg_size == 0 || duration <= 0.0 {
                 bail!("--msg-size and --duration must be positive");
             }
-            let opts = stream::StreamOpts { msg_size, duration: Duration::from_secs_f64(duration), max_bytes: bytes };
+            let opts = stream::StreamOpts {
+                msg_size,
+                duration: Duration::from_secs_f64(duration),
+                max_bytes: bytes,
+            };
             let out = stream::stream_send_outcome(resolve(&to, port)?, &opts)?;
-            println!("{}", serde_json::json!({"sent": out.sent, "receiver": out.report}));
+            println!(
+                "{}",
+                serde_json::json!({"sent": out.sent, "receiver": out.report})
+            );
             if out.report.bytes != out.sent || out.report.mismatches != 0 {
-                bail!("stream not intact: sent {} bytes, receiver verified {} with {} mismatches", out.sent, out.report.bytes, out.report.mismatches);
+                bail!(
+                    "stream not intact: sent {} bytes, receiver verified {} with {} mismatches",
+                    out.sent,
+                    out.report.bytes,
+                    out.report.mismatches
+                );
             }
             Ok(())
         }
         PerfCmd::Ping { to, count } => {
-            let r = pvnet_perf::ping::ping(to, count, Duration::from_millis(200), Duration::from_secs(2))?;
+            let r = pvnet_perf::ping::ping(
+                to,
+                count,
+                Duration::from_millis(200),
+                Duration::from_secs(2),
+            )?;
             println!("{}", serde_json::to_string(&r)?);
             if r.received != r.sent {
-                bail!("{} of {} echo requests to {to} were not answered", r.sent - r.received, r.sent);
+                bail!(
+                    "{} of {} echo requests to {to} were not answered",
+                    r.sent - r.received,
+                    r.sent
+                );
             }
             Ok(())
         }
-        PerfCmd::Rr { to, port, duration, req_size, rsp_size } => {
-            let opts = rr::RrOpts { duration: Duration::from_secs_f64(duration), req_size, rsp_size };
+        PerfCmd::Rr {
+            to,
+            port,
+            duration,
+            req_size,
+            rsp_size,
+        } => {
+            let opts = rr::RrOpts {
+                duration: Duration::from_secs_f64(duration),
+                req_size,
+                rsp_size,
+            };
             let r = rr::rr_client(resolve(&to, port)?, &opts)?;
             println!("{}", serde_json::to_string(&r)?);
             Ok(())

@@ -75,7 +75,10 @@ pub fn pick_run(id: Option<&str>) -> Result<String> {
     match runs.len() {
         0 => bail!("no pvnet run is up (start one with `pvnet up`)"),
         1 => Ok(runs[0].clone()),
-        _ => bail!("several pvnet runs are up ({}): say which with --id", runs.join(", ")),
+        _ => bail!(
+            "several pvnet runs are up ({}): say which with --id",
+            runs.join(", ")
+        ),
     }
 }
 

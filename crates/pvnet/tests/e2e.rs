@@ -16,7 +16,11 @@ fn one_gib_stream_into_a_guest_arrives_intact() {
     let mut srv = server(&run, "g0", "10.77.0.10");
     let v = stream(&run, "10.77.0.10", GIB);
     assert_eq!(v["sent"].as_u64(), Some(GIB));
-    assert_eq!(v["receiver"]["bytes"].as_u64(), Some(GIB), "receiver verified {v}");
+    assert_eq!(
+        v["receiver"]["bytes"].as_u64(),
+        Some(GIB),
+        "receiver verified {v}"
+    );
     assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0));
     let _ = srv.wait();
     let st = run.stat();
@@ -25,7 +29,10 @@ fn one_gib_stream_into_a_guest_arrives_intact() {
     // At least a GiB of payload crossed netback into the guest, by grant copy.
     assert!(vif["netback"]["rx_bytes"].as_u64().unwrap() > GIB);
     assert!(st["grant"]["copy_bytes"].as_u64().unwrap() > GIB);
-    assert!(vif["netback"]["tx_packets"].as_u64().unwrap() > 0, "ACKs went back through TX");
+    assert!(
+        vif["netback"]["tx_packets"].as_u64().unwrap() > 0,
+        "ACKs went back through TX"
+    );
 }
 
 #[test]
@@ -67,7 +74,10 @@ fn two_guests_receive_their_own_streams_at_once() {
     let _ = (s0.wait(), s1.wait());
     let st = run.stat();
     for vif in st["vifs"].as_array().unwrap() {
-        assert!(vif["netback"]["rx_bytes"].as_u64().unwrap() > bytes, "{vif}");
+        assert!(
+            vif["netback"]["rx_bytes"].as_u64().unwrap() > bytes,
+            "{vif}"
+        );
     }
 }
 
@@ -78,14 +88,26 @@ fn guests_ping_the_remote_host_each_other_and_the_driver_domain() {
         return;
     }
     let run = Run::up(&["--guests", "2"]);
-    for (role, dst) in [("g0", "10.77.0.1"), ("g0", "10.77.0.11"), ("g1", "10.77.0.10"), ("g1", "10.77.0.2")] {
+    for (role, dst) in [
+        ("g0", "10.77.0.1"),
+        ("g0", "10.77.0.11"),
+        ("g1", "10.77.0.10"),
+        ("g1", "10.77.0.2"),
+    ] {
         let o = run.exec(role, &["perf", "ping", dst, "--count", "3"]);
-        assert!(o.status.success(), "{role} -> {dst}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{role} -> {dst}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(v["received"].as_u64(), Some(3));
     }
     let st = run.stat();
-    assert!(st["daemon"]["ddtap_rx"].as_u64().unwrap() > 0, "the driver domain's own stack answered");
+    assert!(
+        st["daemon"]["ddtap_rx"].as_u64().unwrap() > 0,
+        "the driver domain's own stack answered"
+    );
 }
 
 #[test]
@@ -94,7 +116,10 @@ fn sigterm_and_sigint_tear_everything_down() {
     if skip_unless_root("sigterm_and_sigint_tear_everything_down") {
         return;
     }
-    for sig in [nix::sys::signal::Signal::SIGTERM, nix::sys::signal::Signal::SIGINT] {
+    for sig in [
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGINT,
+    ] {
         let id = unique_id();
         let mut child = std::process::Command::new(exe())
             .args(["up", "--id", &id, "--guests", "2", "--foreground"])
@@ -107,13 +132,23 @@ fn sigterm_and_sigint_tear_everything_down() {
             assert!(t0.elapsed().as_secs() < 30, "run did not come up");
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&info).unwrap()).unwrap();
-        let guests: Vec<i32> = v["guest_pids"].as_array().unwrap().iter().map(|p| p.as_i64().unwrap() as i32).collect();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&info).unwrap()).unwrap();
+        let guests: Vec<i32> = v["guest_pids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_i64().unwrap() as i32)
+            .collect();
         assert_eq!(guests.len(), 2);
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
         let st = child.wait().unwrap();
         assert!(st.success() || st.code().is_some(), "{st}");
-        assert!(namespaces_of(&id).is_empty(), "{sig:?} left namespaces {:?}", namespaces_of(&id));
+        assert!(
+            namespaces_of(&id).is_empty(),
+            "{sig:?} left namespaces {:?}",
+            namespaces_of(&id)
+        );
         assert!(!std::path::Path::new(&format!("/run/pvnet/{id}")).exists());
         for p in guests {
             assert!(
@@ -130,7 +165,11 @@ fn clear_errors_for_bad_input() {
     let o = pvnet(&["stat", "--id", "nosuchrun"]);
     assert!(!o.status.success());
     if is_root() {
-        assert!(String::from_utf8_lossy(&o.stderr).contains("no pvnet run"), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("no pvnet run"),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let o = pvnet(&["up", "--guests", "0"]);
         assert!(String::from_utf8_lossy(&o.stderr).contains("--guests"));
         let o = pvnet(&["bench", "--configs", "linux,warp"]);

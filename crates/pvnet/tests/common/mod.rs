@@ -80,7 +80,13 @@ impl Run {
     }
 
     pub fn spawn(&self, role: &str, args: &[&str]) -> std::process::Child {
-        let mut a = vec!["exec".to_string(), "--id".into(), self.id.clone(), role.into(), exe().into()];
+        let mut a = vec![
+            "exec".to_string(),
+            "--id".into(),
+            self.id.clone(),
+            role.into(),
+            exe().into(),
+        ];
         a.extend(args.iter().map(|s| s.to_string()));
         Command::new(exe())
             .args(&a)
@@ -99,8 +105,16 @@ impl Drop for Run {
     fn drop(&mut self) {
         let o = pvnet(&["down", "--id", &self.id]);
         if !std::thread::panicking() {
-            assert!(o.status.success(), "down failed: {}", String::from_utf8_lossy(&o.stderr));
-            assert!(namespaces_of(&self.id).is_empty(), "namespaces left: {:?}", namespaces_of(&self.id));
+            assert!(
+                o.status.success(),
+                "down failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            assert!(
+                namespaces_of(&self.id).is_empty(),
+                "namespaces left: {:?}",
+                namespaces_of(&self.id)
+            );
         }
     }
 }
@@ -122,8 +136,20 @@ pub fn server(run: &Run, role: &str, addr: &str) -> std::process::Child {
 pub fn stream(run: &Run, addr: &str, bytes: u64) -> serde_json::Value {
     let o = run.exec(
         "remote",
-        &["perf", "stream", addr, "--duration", "120", "--bytes", &bytes.to_string()],
+        &[
+            "perf",
+            "stream",
+            addr,
+            "--duration",
+            "120",
+            "--bytes",
+            &bytes.to_string(),
+        ],
     );
-    assert!(o.status.success(), "stream to {addr} failed: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "stream to {addr} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     serde_json::from_slice(&o.stdout).expect("stream json")
 }

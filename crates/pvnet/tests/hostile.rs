@@ -1,0 +1,288 @@
+//! Hostile frontends against a live backend, while a well-behaved guest streams. Each hostile
+//! domain connects through the daemon's attach socket, completes the real xenbus handshake,
+//! then writes one kind of garbage into its rings or grant table. Each must disconnect only its
+//! own vif, move one named counter, and leave the other guest's stream intact. Needs root.
+
+mod common;
+use common::*;
+
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pvnet_guest::netfront::Layout;
+use pvnet_guest::xenbus::{await_backend, publish_and_connect, XsClient};
+use pvnet_hv::evtchn::EvtchnEnd;
+use pvnet_hv::grant::GuestGrantTable;
+use pvnet_hv::mem::{GuestMemory, OwnPage};
+use pvnet_hv::{ctl, DomId, GrantRef};
+use pvnet_netif::*;
+
+struct Hostile {
+    gnt: GuestGrantTable,
+    tx: FrontRing<TxRing, OwnPage>,
+    rx: FrontRing<RxRing, OwnPage>,
+    evt: EvtchnEnd,
+    layout: Layout,
+    _xs: XsClient,
+    _mem: Arc<GuestMemory>,
+}
+
+impl Hostile {
+    /// Attaches to domain `dom` of the run and connects like a real netfront.
+    fn connect(run_id: &str, dom: u16) -> Hostile {
+        let path = format!("/run/pvnet/{run_id}/attach-{dom}.sock");
+        let s = socket_seqpacket(&path);
+        let (_m, mut fds) = ctl::recv::<String>(s.as_fd())
+            .unwrap()
+            .expect("attach message");
+        let sock = fds.pop().expect("control socket");
+        let (info, mem, evt) = pvnet_guest::run::boot(&sock).unwrap();
+        let mem = Arc::new(mem);
+        let mut xs = XsClient::new(sock);
+        let (backend, _f) = await_backend(&mut xs, &info.device_path).unwrap();
+        let layout = Layout {
+            grant_frames: info.grant_frames,
+        };
+        let mut gnt = GuestGrantTable::new(mem.clone(), layout.grant_frames);
+        let tx = FrontRing::init(OwnPage::new(mem.clone(), layout.tx_ring()).unwrap());
+        let rx = FrontRing::init(OwnPage::new(mem.clone(), layout.rx_ring()).unwrap());
+        let (txr, rxr) = (gnt.alloc().unwrap(), gnt.alloc().unwrap());
+        gnt.grant_access(txr, DomId::DRIVER, layout.tx_ring(), false);
+        gnt.grant_access(rxr, DomId::DRIVER, layout.rx_ring(), false);
+        publish_and_connect(
+            &mut xs,
+            &info.device_path,
+            &backend,
+            txr.0,
+            rxr.0,
+            info.evtchn_port,
+            &[
+                (keys::FEATURE_SG, true),
+                (keys::FEATURE_GSO_TCPV4, true),
+                (keys::FEATURE_RX_NOTIFY, true),
+            ],
+        )
+        .unwrap();
+        Hostile {
+            gnt,
+            tx,
+            rx,
+            evt,
+            layout,
+            _xs: xs,
+            _mem: mem,
+        }
+    }
+
+    /// A properly granted page for data (RX buffer area of the layout).
+    fn page(&mut self, i: u32, readonly: bool) -> GrantRef {
+        let r = self.gnt.alloc().unwrap();
+        self.gnt
+            .grant_access(r, DomId::DRIVER, self.layout.rx_buf(i), readonly);
+        r
+    }
+
+    fn tx_req(&mut self, gref: u32, offset: u16, size: u16, flags: u16, id: u16) {
+        assert!(self.tx.put_request(&TxSlot::from_request(&TxRequest {
+            gref,
+            offset,
+            flags,
+            id,
+            size
+        })));
+    }
+
+    fn kick_tx(&mut self) {
+        self.tx.push_requests();
+        self.evt.notify().unwrap();
+    }
+}
+
+fn socket_seqpacket(path: &str) -> std::os::fd::OwnedFd {
+    use nix::sys::socket::*;
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    connect(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        &UnixAddr::new(path).unwrap(),
+    )
+    .unwrap();
+    fd
+}
+
+/// Waits until domain `dom`'s vif is disconnected; returns its stat entry.
+fn wait_disconnected(run: &Run, dom: u16, also: impl Fn()) -> serde_json::Value {
+    let t0 = Instant::now();
+    loop {
+        let st = run.stat();
+        let vif = st["vifs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["domid"] == dom)
+            .unwrap()
+            .clone();
+        if vif["state"] == "disconnected" {
+            return vif;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "domain {dom} still {}",
+            vif["state"]
+        );
+        also();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn hostile_frontends_are_disconnected_alone_while_another_guest_streams() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("hostile_frontends_are_disconnected_alone_while_another_guest_streams") {
+        return;
+    }
+    // Domain 1 is a real guest; domains 2..=9 wait for hostile frontends.
+    let run = Run::up(&["--guests", "1", "--attach", "8"]);
+    let mut srv = server(&run, "g0", "10.77.0.10");
+    let bytes: u64 = 3 << 30;
+    let r = &run;
+    std::thread::scope(|sc| {
+        let streamer = sc.spawn(move || stream(r, "10.77.0.10", bytes));
+        std::thread::sleep(Duration::from_millis(300));
+
+        // (counter, action) per hostile domain.
+        type Case = (&'static str, Box<dyn Fn(&mut Hostile)>);
+        let cases: Vec<Case> = vec![
+            (
+                "tx_ring_overflow",
+                Box::new(|h: &mut Hostile| {
+                    h.tx.set_shared_req_prod(RingIdx(1000));
+                    h.evt.notify().unwrap();
+                }),
+            ),
+            (
+                "tx_bad_gref",
+                Box::new(|h: &mut Hostile| {
+                    h.tx_req(1 << 20, 0, 60, 0, 0);
+                    h.kick_tx();
+                }),
+            ),
+            (
+                "tx_copy_failed",
+                Box::new(|h: &mut Hostile| {
+                    // Granted, but to domain 7, not to the driver domain.
+                    let r = h.gnt.alloc().unwrap();
+                    h.gnt.grant_access(r, DomId(7), h.layout.rx_buf(0), false);
+                    h.tx_req(r.0, 0, 60, 0, 0);
+                    h.kick_tx();
+                }),
+            ),
+            (
+                "tx_cross_page",
+                Box::new(|h: &mut Hostile| {
+                    let r = h.page(0, true);
+                    h.tx_req(r.0, 4090, 60, 0, 0);
+                    h.kick_tx();
+                }),
+            ),
+            (
+                "tx_runt",
+                Box::new(|h: &mut Hostile| {
+                    let r = h.page(0, true);
+                    h.tx_req(r.0, 0, 10, 0, 0);
+                    h.kick_tx();
+                }),
+            ),
+            (
+                "tx_too_many_slots",
+                Box::new(|h: &mut Hostile| {
+                    let total = 19 * 100;
+                    for i in 0..19u16 {
+                        let r = h.page(i as u32, true);
+                        let size = if i == 0 { total } else { 100 };
+                        let flags = if i < 18 { NETTXF_MORE_DATA } else { 0 };
+                        h.tx_req(r.0, 0, size, flags, i);
+                    }
+                    h.kick_tx();
+                }),
+            ),
+            (
+                "tx_bad_extra",
+                Box::new(|h: &mut Hostile| {
+                    let r = h.page(0, true);
+                    h.tx_req(r.0, 0, 60, NETTXF_EXTRA_INFO, 0);
+                    let e = ExtraInfo {
+                        kind: 9,
+                        flags: 0,
+                        data: [0; 6],
+                    };
+                    assert!(h.tx.put_request(&TxSlot::from_extra(&e)));
+                    h.kick_tx();
+                }),
+            ),
+            (
+                "rx_copy_failed",
+                Box::new(|h: &mut Hostile| {
+                    // Every posted RX buffer is granted read-only.
+                    for i in 0..64u16 {
+                        let r = h.page(i as u32, true);
+                        assert!(h.rx.put_request(&RxRequest { id: i, gref: r.0 }));
+                    }
+                    h.rx.push_requests();
+                    h.evt.notify().unwrap();
+                }),
+            ),
+        ];
+        for (k, (counter, act)) in cases.iter().enumerate() {
+            let dom = 2 + k as u16;
+            let mut h = Hostile::connect(&run.id, dom);
+            act(&mut h);
+            // An RX attack needs a packet for the vif: an ARP broadcast from the remote host.
+            let trigger = || {
+                if *counter == "rx_copy_failed" {
+                    let _ = r.exec(
+                        "remote",
+                        &[
+                            "perf",
+                            "ping",
+                            &format!("10.77.0.{}", 10 + dom - 1),
+                            "--count",
+                            "1",
+                        ],
+                    );
+                }
+            };
+            let vif = wait_disconnected(&run, dom, trigger);
+            assert_eq!(vif["fatal"], *counter, "domain {dom}: {vif}");
+            assert_eq!(
+                vif["netback"][*counter].as_u64(),
+                Some(1),
+                "domain {dom}: {vif}"
+            );
+            drop(h);
+        }
+        let st = run.stat();
+        if let Some(ro) = st["grant"]["readonly_violation"].as_u64() {
+            assert!(
+                ro >= 1,
+                "the read-only RX grant was refused by the grant copy: {st}"
+            );
+        }
+        assert!(st["grant"]["bad_gntref"].as_u64().unwrap() >= 1);
+        assert!(st["grant"]["general_error"].as_u64().unwrap() >= 1);
+        let good = &st["vifs"][0];
+        assert_eq!(good["state"], "connected", "{good}");
+        assert!(good["fatal"].is_null());
+
+        let v = streamer.join().unwrap();
+        assert_eq!(v["receiver"]["bytes"].as_u64(), Some(bytes), "{v}");
+        assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0));
+    });
+    let _ = srv.wait();
+}
