@@ -257,7 +257,7 @@ impl Netback {
     /// when the queue is full. Returns whether the packet was queued.
     pub fn rx_enqueue(&mut self, pkt: Packet) -> bool {
         let len = pkt.len();
-        if len < 14 || len > MAX_PACKET {
+        if !(14..=MAX_PACKET).contains(&len) {
             self.stats.rx_bad_length += 1;
             return false;
         }
@@ -434,8 +434,13 @@ impl Netback {
                     } else {
                         XEN_NETIF_GSO_TYPE_TCPV4
                     };
-                    let info = GsoInfo { size: p.vnet.gso_size, gso_type, features: 0 };
-                    self.rx.put_response(&RxSlot::from_extra(&ExtraInfo::new_gso(info, false)));
+                    let info = GsoInfo {
+                        size: p.vnet.gso_size,
+                        gso_type,
+                        features: 0,
+                    };
+                    self.rx
+                        .put_response(&RxSlot::from_extra(&ExtraInfo::new_gso(info, false)));
                     self.stats.rx_gso_packets += 1;
                 }
             }
@@ -450,7 +455,11 @@ impl Netback {
 
     /// Takes up to `budget` packets the guest sent, validates them, copies them out of the
     /// guest's pages and hands each to `deliver`. Every request gets a response.
-    pub fn tx_poll(&mut self, budget: usize, mut deliver: impl FnMut(Packet)) -> Result<usize, Fatal> {
+    pub fn tx_poll(
+        &mut self,
+        budget: usize,
+        mut deliver: impl FnMut(Packet),
+    ) -> Result<usize, Fatal> {
         if let Some(f) = self.fatal {
             return Err(f);
         }
@@ -538,7 +547,10 @@ impl Netback {
 
     /// Validates the assembled packet, copies it out of the guest and answers its slots.
     fn tx_finish(&mut self) -> Result<Option<Packet>, Fatal> {
-        let first = self.tx_partial.first.expect("complete packet has a first slot");
+        let first = self
+            .tx_partial
+            .first
+            .expect("complete packet has a first slot");
         let total = first.size as usize;
         let rest_sum: usize = self.tx_partial.rest.iter().map(|r| r.size as usize).sum();
         if rest_sum >= total {
@@ -558,7 +570,8 @@ impl Netback {
         let mut data = Vec::new();
         if status == NETIF_RSP_OKAY {
             data = vec![0u8; total];
-            let mut ops: Vec<CopyFromGuest<'_>> = Vec::with_capacity(1 + self.tx_partial.rest.len());
+            let mut ops: Vec<CopyFromGuest<'_>> =
+                Vec::with_capacity(1 + self.tx_partial.rest.len());
             let (head, mut tail) = data.split_at_mut(first_len);
             ops.push(CopyFromGuest {
                 dst: head,
@@ -613,9 +626,15 @@ impl Netback {
             }
         }
         // Answer every slot: data slots with the packet's status, extras with NULL.
-        self.tx.put_response(&TxResponse { id: first.id, status });
+        self.tx.put_response(&TxResponse {
+            id: first.id,
+            status,
+        });
         for _ in 0..self.tx_partial.extras.len() {
-            self.tx.put_response(&TxResponse { id: 0, status: NETIF_RSP_NULL });
+            self.tx.put_response(&TxResponse {
+                id: 0,
+                status: NETIF_RSP_NULL,
+            });
         }
         for i in 0..self.tx_partial.rest.len() {
             let id = self.tx_partial.rest[i].id;

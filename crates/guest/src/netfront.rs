@@ -108,6 +108,10 @@ pub struct Netfront {
     rx_ring_ref: GrantRef,
     /// Grant of each posted RX buffer, by request id (= buffer index).
     rx_grant: Vec<Option<GrantRef>>,
+    /// The buffer id posted at each RX ring slot. An extra-info response carries no id but
+    /// uses up the request in its slot; its buffer is found by position, as Linux netfront
+    /// does in `xennet_get_extras`.
+    rx_slot_id: Vec<u16>,
     /// TX requests in flight, by id.
     tx_inflight: Vec<Option<TxInflight>>,
     tx_free_ids: Vec<u16>,
@@ -120,17 +124,27 @@ pub struct Netfront {
 impl Netfront {
     /// Sets up grant table, rings and buffers in `mem` and grants the ring pages to `backend`.
     /// The rings are initialized here: only the frontend initializes a shared ring.
-    pub fn new(mem: Arc<GuestMemory>, layout: Layout, backend: DomId, evtchn: EvtchnEnd) -> io::Result<Netfront> {
+    pub fn new(
+        mem: Arc<GuestMemory>,
+        layout: Layout,
+        backend: DomId,
+        evtchn: EvtchnEnd,
+    ) -> io::Result<Netfront> {
         if mem.pages() < layout.pages() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("guest memory has {} pages, netfront needs {}", mem.pages(), layout.pages()),
+                format!(
+                    "guest memory has {} pages, netfront needs {}",
+                    mem.pages(),
+                    layout.pages()
+                ),
             ));
         }
         let mut gnt = GuestGrantTable::new(mem.clone(), layout.grant_frames);
         let page = |pfn| {
-            OwnPage::new(mem.clone(), pfn)
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "ring page out of range"))
+            OwnPage::new(mem.clone(), pfn).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidInput, "ring page out of range")
+            })
         };
         let tx = FrontRing::init(page(layout.tx_ring())?);
         let rx = FrontRing::init(page(layout.rx_ring())?);
@@ -150,6 +164,7 @@ impl Netfront {
             tx_ring_ref,
             rx_ring_ref,
             rx_grant: (0..RX_BUFS).map(|_| None).collect(),
+            rx_slot_id: vec![0; RxRing::SIZE as usize],
             tx_inflight: (0..TxRing::SIZE).map(|_| None).collect(),
             tx_free_ids: (0..TxRing::SIZE as u16).rev().collect(),
             tx_free_pages: (0..TX_PAGES).rev().collect(),
@@ -182,9 +197,15 @@ impl Netfront {
                 continue;
             }
             let Some(gref) = self.gnt.alloc() else { break };
-            self.gnt.grant_access(gref, self.backend, self.layout.rx_buf(id), false);
+            self.gnt
+                .grant_access(gref, self.backend, self.layout.rx_buf(id), false);
             self.rx_grant[id as usize] = Some(gref);
-            self.rx.put_request(&RxRequest { id: id as u16, gref: gref.0 });
+            let at = self.rx.req_prod_pvt().slot(RxRing::SIZE) as usize;
+            self.rx_slot_id[at] = id as u16;
+            self.rx.put_request(&RxRequest {
+                id: id as u16,
+                gref: gref.0,
+            });
             posted = true;
         }
         if posted && self.rx.push_requests() {
@@ -195,8 +216,12 @@ impl Netfront {
     /// Revokes the grant of RX buffer `id` and frees the reference. False when `id` was not
     /// posted (a backend answering a request we never made).
     fn rx_reclaim(&mut self, id: u16) -> bool {
-        let Some(slot) = self.rx_grant.get_mut(id as usize) else { return false };
-        let Some(gref) = slot.take() else { return false };
+        let Some(slot) = self.rx_grant.get_mut(id as usize) else {
+            return false;
+        };
+        let Some(gref) = slot.take() else {
+            return false;
+        };
         if self.gnt.end_access(gref) {
             self.gnt.free(gref);
         }
@@ -208,7 +233,10 @@ impl Netfront {
     /// Consumes RX responses. Each complete packet is handed to `deliver` as its virtio
     /// header and data pieces (slices of the guest's own buffer pages, no longer granted).
     /// Then refills. Returns the packets delivered.
-    pub fn rx_poll(&mut self, mut deliver: impl FnMut(&VirtioNetHdr, &[&[u8]]) -> io::Result<()>) -> usize {
+    pub fn rx_poll(
+        &mut self,
+        mut deliver: impl FnMut(&VirtioNetHdr, &[&[u8]]) -> io::Result<()>,
+    ) -> usize {
         let mut delivered = 0;
         // Kept across batches of responses: a packet's slots may straddle two reads of rsp_prod.
         let mut extra: Option<ExtraInfo> = None;
@@ -229,12 +257,27 @@ impl Netfront {
                 }
             }
             for _ in 0..n {
+                let at = self.rx.rsp_cons().slot(RxRing::SIZE) as usize;
                 let slot = self.rx.take_response();
                 if expect_extra {
+                    // The extra slot used up the request posted here: take its buffer back.
+                    self.rx_reclaim(self.rx_slot_id[at]);
                     let e = slot.extra();
                     expect_extra = e.more();
                     if e.kind == XEN_NETIF_EXTRA_TYPE_GSO {
                         extra = Some(e);
+                    }
+                    // The extras follow the first data slot; a one-slot packet is complete
+                    // only once they are read.
+                    let last_more = self
+                        .rx_slots
+                        .last()
+                        .map(|r| r.flags & NETRXF_MORE_DATA != 0);
+                    if !expect_extra && last_more == Some(false) {
+                        if self.deliver_rx(extra.take(), &mut deliver) {
+                            delivered += 1;
+                        }
+                        self.rx_slots.clear();
                     }
                     continue;
                 }
@@ -249,7 +292,7 @@ impl Netfront {
                     expect_extra = true;
                 }
                 self.rx_slots.push(r);
-                if r.flags & NETRXF_MORE_DATA != 0 {
+                if r.flags & NETRXF_MORE_DATA != 0 || expect_extra {
                     continue;
                 }
                 if self.deliver_rx(extra.take(), &mut deliver) {
@@ -361,7 +404,11 @@ impl Netfront {
                 if r.status != NETIF_RSP_OKAY {
                     self.stats.tx_errors += 1;
                 }
-                let Some(inf) = self.tx_inflight.get_mut(r.id as usize).and_then(Option::take) else {
+                let Some(inf) = self
+                    .tx_inflight
+                    .get_mut(r.id as usize)
+                    .and_then(Option::take)
+                else {
                     self.stats.tx_bad_response += 1;
                     continue;
                 };
@@ -408,27 +455,34 @@ impl Netfront {
             return Ok(None);
         }
         let n_pages = self.tx_free_pages.len();
-        let pages: Vec<u32> = self.tx_free_pages[n_pages - TX_MAX_PAGES..].iter().rev().copied().collect();
+        let pages: Vec<u32> = self.tx_free_pages[n_pages - TX_MAX_PAGES..]
+            .iter()
+            .rev()
+            .copied()
+            .collect();
         let mut hdr = [0u8; VNET_HDR_LEN];
         let total = {
             let mut iov: Vec<IoSliceMut<'_>> = Vec::with_capacity(TX_MAX_PAGES + 1);
             iov.push(IoSliceMut::new(&mut hdr));
             for &pg in &pages {
-                let p = self.mem.page_ptr(self.layout.tx_page(pg)).expect("tx page in range");
+                let p = self
+                    .mem
+                    .page_ptr(self.layout.tx_page(pg))
+                    .expect("tx page in range");
                 // SAFETY: a free TX page is not granted to anyone (its grant was revoked before
                 // it went back to the free list) and not otherwise referenced in this process;
                 // the slice lives only for this read.
-                iov.push(IoSliceMut::new(unsafe { std::slice::from_raw_parts_mut(p, PAGE_SIZE) }));
+                iov.push(IoSliceMut::new(unsafe {
+                    std::slice::from_raw_parts_mut(p, PAGE_SIZE)
+                }));
             }
             read(&mut iov)?
         };
         // A reader claiming more than it was given is broken; a frame over 64 KiB does not fit
         // the first slot's 16-bit size (`XEN_NETIF_MAX_TX_SIZE`; Linux netfront drops it too),
         // and sending it truncated would look like a protocol violation to netback.
-        if total < VNET_HDR_LEN + 14
-            || total > VNET_HDR_LEN + TX_MAX_PAGES * PAGE_SIZE
-            || total - VNET_HDR_LEN > XEN_NETIF_MAX_TX_SIZE
-        {
+        let max_frame = (TX_MAX_PAGES * PAGE_SIZE).min(XEN_NETIF_MAX_TX_SIZE);
+        if !(VNET_HDR_LEN + 14..=VNET_HDR_LEN + max_frame).contains(&total) {
             self.stats.tx_dropped += 1;
             return Ok(Some(0));
         }
@@ -456,18 +510,30 @@ impl Netfront {
         for (i, &pg) in pages.iter().take(used).enumerate() {
             let id = self.tx_free_ids.pop().expect("room checked");
             let gref = self.gnt.alloc().expect("grant refs outnumber tx slots");
-            self.gnt.grant_access(gref, self.backend, self.layout.tx_page(pg), true);
+            self.gnt
+                .grant_access(gref, self.backend, self.layout.tx_page(pg), true);
             let seg = (len - i * PAGE_SIZE).min(PAGE_SIZE);
             let mut flags = if i == 0 { flags0 } else { 0 };
             if i + 1 < used {
                 flags |= NETTXF_MORE_DATA;
             }
             let size = if i == 0 { len } else { seg } as u16;
-            self.tx.put_request(&TxSlot::from_request(&TxRequest { gref: gref.0, offset: 0, flags, id, size }));
+            self.tx.put_request(&TxSlot::from_request(&TxRequest {
+                gref: gref.0,
+                offset: 0,
+                flags,
+                id,
+                size,
+            }));
             if i == 0 {
                 if let Some(t) = gso {
-                    let info = GsoInfo { size: vh.gso_size, gso_type: t, features: 0 };
-                    self.tx.put_request(&TxSlot::from_extra(&ExtraInfo::new_gso(info, false)));
+                    let info = GsoInfo {
+                        size: vh.gso_size,
+                        gso_type: t,
+                        features: 0,
+                    };
+                    self.tx
+                        .put_request(&TxSlot::from_extra(&ExtraInfo::new_gso(info, false)));
                 }
             }
             self.tx_inflight[id as usize] = Some(TxInflight { page: pg, gref });

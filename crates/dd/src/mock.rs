@@ -1,0 +1,252 @@
+//! A mock frontend that can put anything into a vif's rings and grant table: the hostile guest
+//! of DESIGN.md §9, shared by tests and fuzz targets (after rust-vmm `virtio-queue`'s `mock.rs`).
+//!
+//! It owns a small guest (one grant-table frame, the two ring pages, `data_pages` data pages),
+//! registers it with its own [`Hypervisor`], grants both ring pages to the driver domain and
+//! connects a real [`Netback`] to them. Everything after that is up to the test: well-formed
+//! requests through [`FrontRing::put_request`], or raw slot bytes and producer indices through
+//! [`MockFrontend::tx_raw`] / [`MockFrontend::set_tx_req_prod`] and friends.
+
+use std::io;
+use std::sync::Arc;
+
+use pvnet_hv::evtchn::{channel_pair, EvtchnEnd};
+use pvnet_hv::grant::{GuestGrantTable, Hypervisor};
+use pvnet_hv::mem::{GuestMemory, OwnPage};
+use pvnet_hv::{DomId, GrantRef, Pfn, PAGE_SIZE};
+use pvnet_netif::*;
+
+use crate::netback::{Features, Netback};
+
+/// The mock guest's domain id.
+pub const MOCK_DOMID: DomId = DomId(1);
+/// Grant-table frames of the mock guest (512 entries).
+pub const MOCK_GRANT_FRAMES: u32 = 1;
+const TX_RING_PFN: u32 = MOCK_GRANT_FRAMES;
+const RX_RING_PFN: u32 = MOCK_GRANT_FRAMES + 1;
+const FIRST_DATA_PFN: u32 = MOCK_GRANT_FRAMES + 2;
+
+/// A frontend with no manners, connected to a real netback.
+pub struct MockFrontend {
+    pub hv: Arc<Hypervisor>,
+    pub mem: Arc<GuestMemory>,
+    pub gnt: GuestGrantTable,
+    pub tx: FrontRing<TxRing, OwnPage>,
+    pub rx: FrontRing<RxRing, OwnPage>,
+    pub tx_ring_ref: GrantRef,
+    pub rx_ring_ref: GrantRef,
+    /// The frontend's end of the event channel.
+    pub evtchn: EvtchnEnd,
+    data_pages: u32,
+}
+
+fn other(msg: String) -> io::Error {
+    io::Error::other(msg)
+}
+
+impl MockFrontend {
+    /// A guest with `data_pages` data pages and rings starting at index 0, plus a netback
+    /// connected to it with `features`.
+    pub fn connect(data_pages: u32, features: Features) -> io::Result<(MockFrontend, Netback)> {
+        Self::connect_at(data_pages, features, RingIdx(0))
+    }
+
+    /// As [`MockFrontend::connect`], with both rings' indices starting at `start` (exercises
+    /// the wrap at 2^32).
+    pub fn connect_at(
+        data_pages: u32,
+        features: Features,
+        start: RingIdx,
+    ) -> io::Result<(MockFrontend, Netback)> {
+        let pages = FIRST_DATA_PFN + data_pages;
+        let mem = Arc::new(GuestMemory::create("mock-guest", pages)?);
+        let hv = Arc::new(Hypervisor::new());
+        hv.add_domain(MOCK_DOMID, mem.clone(), MOCK_GRANT_FRAMES);
+        let mut gnt = GuestGrantTable::new(mem.clone(), MOCK_GRANT_FRAMES);
+        let page = |pfn| OwnPage::new(mem.clone(), Pfn(pfn)).expect("ring page in range");
+        let tx = FrontRing::init_at(page(TX_RING_PFN), start);
+        let rx = FrontRing::init_at(page(RX_RING_PFN), start);
+        let tx_ring_ref = gnt.alloc().expect("fresh table");
+        let rx_ring_ref = gnt.alloc().expect("fresh table");
+        gnt.grant_access(tx_ring_ref, DomId::DRIVER, Pfn(TX_RING_PFN), false);
+        gnt.grant_access(rx_ring_ref, DomId::DRIVER, Pfn(RX_RING_PFN), false);
+        let (front_end, back_end) = channel_pair()?;
+        let nb = Netback::connect(
+            hv.clone(),
+            MOCK_DOMID,
+            tx_ring_ref,
+            rx_ring_ref,
+            back_end,
+            features,
+        )
+        .map_err(|e| other(format!("netback connect: {e:?}")))?;
+        let mock = MockFrontend {
+            hv,
+            mem,
+            gnt,
+            tx,
+            rx,
+            tx_ring_ref,
+            rx_ring_ref,
+            evtchn: front_end,
+            data_pages,
+        };
+        Ok((mock, nb))
+    }
+
+    /// Number of data pages.
+    pub fn data_pages(&self) -> u32 {
+        self.data_pages
+    }
+
+    /// The frame number of data page `i`.
+    ///
+    /// # Panics
+    /// If `i` is not a data page.
+    pub fn data_pfn(&self, i: u32) -> Pfn {
+        assert!(i < self.data_pages, "data page {i} out of range");
+        Pfn(FIRST_DATA_PFN + i)
+    }
+
+    /// Writes `bytes` into data page `i` at `offset`.
+    pub fn write_data(&self, i: u32, offset: usize, bytes: &[u8]) {
+        self.mem
+            .write(self.data_pfn(i), offset, bytes)
+            .expect("write inside the page");
+    }
+
+    /// Reads `len` bytes of data page `i` at `offset`.
+    pub fn read_data(&self, i: u32, offset: usize, len: usize) -> Vec<u8> {
+        let mut out = vec![0u8; len];
+        self.mem
+            .read(self.data_pfn(i), offset, &mut out)
+            .expect("read inside the page");
+        out
+    }
+
+    /// The raw bytes of both ring pages (TX, RX), to show a disconnected backend leaves them
+    /// alone.
+    pub fn ring_pages(&self) -> (Vec<u8>, Vec<u8>) {
+        let mut tx = vec![0u8; PAGE_SIZE];
+        let mut rx = vec![0u8; PAGE_SIZE];
+        self.mem
+            .read(Pfn(TX_RING_PFN), 0, &mut tx)
+            .expect("ring page");
+        self.mem
+            .read(Pfn(RX_RING_PFN), 0, &mut rx)
+            .expect("ring page");
+        (tx, rx)
+    }
+
+    /// Allocates a ref and grants data page `i` to the driver domain.
+    pub fn grant(&mut self, i: u32, readonly: bool) -> GrantRef {
+        let r = self.gnt.alloc().expect("grant table full");
+        self.gnt
+            .grant_access(r, DomId::DRIVER, self.data_pfn(i), readonly);
+        r
+    }
+
+    /// Number of grant entries.
+    pub fn nr_grant_entries(&self) -> u32 {
+        self.gnt.nr_entries()
+    }
+
+    /// Posts a TX request in the next private slot (refused only when the ring is full).
+    pub fn put_tx(&mut self, r: TxRequest) -> bool {
+        self.tx.put_request(&TxSlot::from_request(&r))
+    }
+
+    /// Posts an extra-info slot in the next private TX slot.
+    pub fn put_tx_extra(&mut self, e: ExtraInfo) -> bool {
+        self.tx.put_request(&TxSlot::from_extra(&e))
+    }
+
+    /// Writes any 12 bytes into TX ring entry `i` (no index is moved).
+    pub fn tx_raw(&mut self, i: RingIdx, bytes: [u8; 12]) {
+        self.tx.write_raw_entry(i, &bytes);
+    }
+
+    /// Publishes the privately posted TX requests; true if netback asked to be notified.
+    pub fn push_tx(&mut self) -> bool {
+        self.tx.push_requests()
+    }
+
+    /// Overwrites the shared TX `req_prod` with any value.
+    pub fn set_tx_req_prod(&mut self, v: RingIdx) {
+        self.tx.set_shared_req_prod(v);
+    }
+
+    /// Posts an RX request.
+    pub fn put_rx(&mut self, id: u16, gref: u32) -> bool {
+        self.rx.put_request(&RxRequest { id, gref })
+    }
+
+    /// Writes any 8 bytes into RX ring entry `i` (no index is moved).
+    pub fn rx_raw(&mut self, i: RingIdx, bytes: [u8; 8]) {
+        self.rx.write_raw_entry(i, &bytes);
+    }
+
+    /// Publishes the privately posted RX requests.
+    pub fn push_rx(&mut self) -> bool {
+        self.rx.push_requests()
+    }
+
+    /// Overwrites the shared RX `req_prod` with any value.
+    pub fn set_rx_req_prod(&mut self, v: RingIdx) {
+        self.rx.set_shared_req_prod(v);
+    }
+
+    /// Takes every TX response netback has pushed.
+    pub fn take_tx_responses(&mut self) -> Result<Vec<TxResponse>, RingError> {
+        let n = self.tx.unconsumed_responses()?;
+        Ok((0..n).map(|_| self.tx.take_response()).collect())
+    }
+
+    /// Takes every RX response slot netback has pushed.
+    pub fn take_rx_responses(&mut self) -> Result<Vec<RxSlot>, RingError> {
+        let n = self.rx.unconsumed_responses()?;
+        Ok((0..n).map(|_| self.rx.take_response()).collect())
+    }
+
+    /// Writes `frame` into data pages `first_page..` (4 KiB per page, offset 0), grants them and
+    /// posts a well-formed TX packet: the first slot announces the whole size, `more_data`
+    /// chains the rest, and a GSO extra follows the first slot when `gso` is given. Returns the
+    /// ids used (`first_id`, `first_id + 1`, ...).
+    pub fn post_tx_frame(
+        &mut self,
+        frame: &[u8],
+        flags: u16,
+        gso: Option<GsoInfo>,
+        first_page: u32,
+        first_id: u16,
+    ) -> Vec<u16> {
+        let chunks: Vec<&[u8]> = frame.chunks(PAGE_SIZE).collect();
+        let mut ids = Vec::new();
+        for (i, c) in chunks.iter().enumerate() {
+            let page = first_page + i as u32;
+            self.write_data(page, 0, c);
+            let gref = self.grant(page, true);
+            let mut f = if i == 0 { flags } else { 0 };
+            if i + 1 < chunks.len() {
+                f |= NETTXF_MORE_DATA;
+            }
+            if i == 0 && gso.is_some() {
+                f |= NETTXF_EXTRA_INFO;
+            }
+            let id = first_id.wrapping_add(i as u16);
+            let size = if i == 0 { frame.len() } else { c.len() } as u16;
+            assert!(self.put_tx(TxRequest {
+                gref: gref.0,
+                offset: 0,
+                flags: f,
+                id,
+                size,
+            }));
+            if let (0, Some(g)) = (i, gso) {
+                assert!(self.put_tx_extra(ExtraInfo::new_gso(g, false)));
+            }
+            ids.push(id);
+        }
+        ids
+    }
+}
