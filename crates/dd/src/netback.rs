@@ -302,19 +302,12 @@ impl Netback {
                 self.notify();
                 self.stats.rx_notifications += 1;
             }
-            // Still waiting for buffers: ask for a notification when the guest posts more
-            // (`RING_FINAL_CHECK_FOR_REQUESTS`), and go round again only if what is posted now
-            // fits the next packet. Requests that are there but too few for it leave the final
-            // check `true` without re-arming `req_event`: looping on that would never end (a
-            // guest that posts 3 buffers and stops would hang the daemon), so stop and wait.
+            // Still waiting for buffers: ask to be notified once the guest has posted as many
+            // as the next packet needs, and go round again if they are already there.
             let Some(front) = self.rxq.front() else { break };
             let need = Self::rx_slots_needed(front);
-            match self.rx.final_check_for_requests() {
-                Ok(true) => match self.rx.unconsumed_requests() {
-                    Ok(avail) if avail >= need => continue,
-                    Ok(_) => break,
-                    Err(_) => return Err(self.fail(Fatal::RxRingOverflow)),
-                },
+            match self.rx.final_check_for_at_least(need) {
+                Ok(true) => continue,
                 Ok(false) => break,
                 Err(_) => return Err(self.fail(Fatal::RxRingOverflow)),
             }

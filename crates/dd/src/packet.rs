@@ -16,7 +16,11 @@ pub struct Packet {
 
 impl Packet {
     pub fn linear(vnet: VirtioNetHdr, data: Vec<u8>) -> Packet {
-        Packet { vnet, head: data, chain: Vec::new() }
+        Packet {
+            vnet,
+            head: data,
+            chain: Vec::new(),
+        }
     }
 
     /// Total length in bytes.

@@ -28,7 +28,10 @@ pub struct BootInfo {
 pub enum ToGuest {
     Boot(BootInfo),
     Xs(XsReply),
-    Watch { path: String, token: String },
+    Watch {
+        path: String,
+        token: String,
+    },
     /// Stop: the guest answers with its final stats and exits.
     Shutdown,
 }

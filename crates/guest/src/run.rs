@@ -33,7 +33,9 @@ const STATS_EVERY: Duration = Duration::from_millis(500);
 pub fn boot(sock: &OwnedFd) -> Result<(BootInfo, GuestMemory, EvtchnEnd)> {
     let (msg, mut fds) = ctl::recv::<ToGuest>(sock.as_fd())?
         .ok_or_else(|| anyhow!("toolstack closed the control socket before boot"))?;
-    let ToGuest::Boot(info) = msg else { bail!("expected a boot message, got {msg:?}") };
+    let ToGuest::Boot(info) = msg else {
+        bail!("expected a boot message, got {msg:?}")
+    };
     if fds.len() != 3 {
         bail!("boot message carried {} descriptors, expected 3", fds.len());
     }
@@ -41,7 +43,11 @@ pub fn boot(sock: &OwnedFd) -> Result<(BootInfo, GuestMemory, EvtchnEnd)> {
     let notify = fds.pop().expect("2");
     let mem = GuestMemory::from_fd(fds.pop().expect("1")).context("mapping guest memory")?;
     if mem.pages() != info.mem_pages {
-        bail!("guest memory has {} pages, boot info says {}", mem.pages(), info.mem_pages);
+        bail!(
+            "guest memory has {} pages, boot info says {}",
+            mem.pages(),
+            info.mem_pages
+        );
     }
     Ok((info, mem, EvtchnEnd::from_fds(notify, wait)))
 }
@@ -60,10 +66,17 @@ pub fn run_guest(sock: OwnedFd) -> Result<()> {
     }
 }
 
-fn run_booted(xs: &mut XsClient, info: BootInfo, mem: GuestMemory, evtchn: EvtchnEnd) -> Result<()> {
+fn run_booted(
+    xs: &mut XsClient,
+    info: BootInfo,
+    mem: GuestMemory,
+    evtchn: EvtchnEnd,
+) -> Result<()> {
     let mem = Arc::new(mem);
     let dev = info.device_path.clone();
-    let mac_s = xs.read(&format!("{dev}/{}", keys::MAC))?.ok_or_else(|| anyhow!("no mac in {dev}"))?;
+    let mac_s = xs
+        .read(&format!("{dev}/{}", keys::MAC))?
+        .ok_or_else(|| anyhow!("no mac in {dev}"))?;
     let mac = parse_mac(&mac_s)?;
 
     let tap = Tap::open(&info.ifname, true).context("creating the guest's TAP")?;
@@ -72,7 +85,9 @@ fn run_booted(xs: &mut XsClient, info: BootInfo, mem: GuestMemory, evtchn: Evtch
     link::add_ipv4(tap.name(), addr, info.prefix)?;
 
     let (backend, bf) = await_backend(xs, &dev)?;
-    let layout = Layout { grant_frames: info.grant_frames };
+    let layout = Layout {
+        grant_frames: info.grant_frames,
+    };
     let mut nf = Netfront::new(mem, layout, DomId::DRIVER, evtchn).context("netfront setup")?;
     publish_and_connect(
         xs,
@@ -96,15 +111,24 @@ fn run_booted(xs: &mut XsClient, info: BootInfo, mem: GuestMemory, evtchn: Evtch
 
 fn event_loop(xs: &mut XsClient, nf: &mut Netfront, tap: &Tap) -> Result<()> {
     let ep = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
-    ep.add(xs.sock().as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_CTL))?;
-    ep.add(nf.evtchn().wait_fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_EVTCHN))?;
+    ep.add(
+        xs.sock().as_fd(),
+        EpollEvent::new(EpollFlags::EPOLLIN, EV_CTL),
+    )?;
+    ep.add(
+        nf.evtchn().wait_fd(),
+        EpollEvent::new(EpollFlags::EPOLLIN, EV_EVTCHN),
+    )?;
     ep.add(tap.fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_TAP))?;
     let mut tap_armed = true;
     let mut events = [EpollEvent::empty(); 8];
     let mut last_stats = Instant::now();
     let tap_fd = tap.fd().as_raw_fd();
     loop {
-        let n = match ep.wait(&mut events, EpollTimeout::from(STATS_EVERY.as_millis() as u16)) {
+        let n = match ep.wait(
+            &mut events,
+            EpollTimeout::from(STATS_EVERY.as_millis() as u16),
+        ) {
             Ok(n) => n,
             Err(nix::errno::Errno::EINTR) => 0,
             Err(e) => return Err(e.into()),
@@ -209,7 +233,10 @@ pub fn parse_mac(s: &str) -> Result<[u8; 6]> {
 }
 
 pub fn format_mac(m: &[u8; 6]) -> String {
-    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 #[cfg(test)]

@@ -23,7 +23,11 @@ pub struct XsClient {
 
 impl XsClient {
     pub fn new(sock: OwnedFd) -> XsClient {
-        XsClient { sock, events: VecDeque::new(), other: VecDeque::new() }
+        XsClient {
+            sock,
+            events: VecDeque::new(),
+            other: VecDeque::new(),
+        }
     }
 
     pub fn sock(&self) -> &OwnedFd {
@@ -54,7 +58,9 @@ impl XsClient {
     }
 
     pub fn read(&mut self, path: &str) -> Result<Option<String>> {
-        match self.request(XsRequest::Read { path: path.to_string() })? {
+        match self.request(XsRequest::Read {
+            path: path.to_string(),
+        })? {
             XsReply::Value(v) => Ok(v),
             XsReply::Err(e) => bail!("xenstore read {path}: {e}"),
             r => bail!("xenstore read {path}: unexpected reply {r:?}"),
@@ -62,7 +68,10 @@ impl XsClient {
     }
 
     pub fn write(&mut self, path: &str, value: &str) -> Result<()> {
-        let req = XsRequest::Write { path: path.to_string(), value: value.to_string() };
+        let req = XsRequest::Write {
+            path: path.to_string(),
+            value: value.to_string(),
+        };
         match self.request(req)? {
             XsReply::Ok => Ok(()),
             XsReply::Err(e) => bail!("xenstore write {path}: {e}"),
@@ -71,7 +80,10 @@ impl XsClient {
     }
 
     pub fn watch(&mut self, path: &str, token: &str) -> Result<()> {
-        let req = XsRequest::Watch { path: path.to_string(), token: token.to_string() };
+        let req = XsRequest::Watch {
+            path: path.to_string(),
+            token: token.to_string(),
+        };
         match self.request(req)? {
             XsReply::Ok => Ok(()),
             XsReply::Err(e) => bail!("xenstore watch {path}: {e}"),
@@ -80,7 +92,10 @@ impl XsClient {
     }
 
     pub fn unwatch(&mut self, path: &str, token: &str) -> Result<()> {
-        let req = XsRequest::Unwatch { path: path.to_string(), token: token.to_string() };
+        let req = XsRequest::Unwatch {
+            path: path.to_string(),
+            token: token.to_string(),
+        };
         match self.request(req)? {
             XsReply::Ok => Ok(()),
             XsReply::Err(e) => bail!("xenstore unwatch {path}: {e}"),
@@ -98,10 +113,16 @@ impl XsClient {
             if left.is_zero() {
                 bail!("timed out waiting for xenstore");
             }
-            let mut fds = [nix::poll::PollFd::new(self.sock.as_fd(), nix::poll::PollFlags::POLLIN)];
+            let mut fds = [nix::poll::PollFd::new(
+                self.sock.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
             let ms = left.as_millis().min(i32::MAX as u128) as i32;
-            nix::poll::poll(&mut fds, nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX))
-                .context("poll control socket")?;
+            nix::poll::poll(
+                &mut fds,
+                nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX),
+            )
+            .context("poll control socket")?;
             if fds[0].revents().is_some_and(|r| !r.is_empty()) {
                 match self.recv()? {
                     ToGuest::Watch { path, token } => self.events.push_back((path, token)),
@@ -112,7 +133,12 @@ impl XsClient {
     }
 
     /// Waits until the state node at `path` holds one of `want`; fails on Closing/Closed.
-    pub fn wait_state(&mut self, path: &str, want: &[XenbusState], timeout: Duration) -> Result<XenbusState> {
+    pub fn wait_state(
+        &mut self,
+        path: &str,
+        want: &[XenbusState],
+        timeout: Duration,
+    ) -> Result<XenbusState> {
         let deadline = Instant::now() + timeout;
         self.watch(path, "state-wait")?;
         let r = self.wait_state_watched(path, want, deadline);
@@ -121,7 +147,12 @@ impl XsClient {
         r
     }
 
-    fn wait_state_watched(&mut self, path: &str, want: &[XenbusState], deadline: Instant) -> Result<XenbusState> {
+    fn wait_state_watched(
+        &mut self,
+        path: &str,
+        want: &[XenbusState],
+        deadline: Instant,
+    ) -> Result<XenbusState> {
         loop {
             let cur = self
                 .read(path)?
@@ -153,7 +184,10 @@ pub fn await_backend(xs: &mut XsClient, device_path: &str) -> Result<(String, Ba
     let backend = xs
         .read(&format!("{device_path}/{}", keys::BACKEND))?
         .ok_or_else(|| anyhow!("no backend path under {device_path}"))?;
-    xs.write(&format!("{device_path}/{}", keys::STATE), &XenbusState::Initialising.as_value())?;
+    xs.write(
+        &format!("{device_path}/{}", keys::STATE),
+        &XenbusState::Initialising.as_value(),
+    )?;
     xs.wait_state(
         &format!("{backend}/{}", keys::STATE),
         &[XenbusState::InitWait, XenbusState::Connected],
@@ -194,7 +228,10 @@ pub fn publish_and_connect(
     for (k, on) in features {
         xs.write(&format!("{d}/{k}"), if *on { "1" } else { "0" })?;
     }
-    xs.write(&format!("{d}/{}", keys::STATE), &XenbusState::Connected.as_value())?;
+    xs.write(
+        &format!("{d}/{}", keys::STATE),
+        &XenbusState::Connected.as_value(),
+    )?;
     xs.wait_state(
         &format!("{backend}/{}", keys::STATE),
         &[XenbusState::Connected],

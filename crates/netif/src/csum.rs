@@ -85,7 +85,10 @@ mod tests {
     #[test]
     fn tcp_ipv4_plain_and_with_options() {
         let s = csum_setup(&tcp4(5, 5)).unwrap();
-        assert_eq!((s.csum_start, s.csum_offset, s.hdr_len, s.proto), (34, 16, 54, 6));
+        assert_eq!(
+            (s.csum_start, s.csum_offset, s.hdr_len, s.proto),
+            (34, 16, 54, 6)
+        );
         let s = csum_setup(&tcp4(6, 8)).unwrap();
         assert_eq!((s.csum_start, s.hdr_len), (38, 70));
     }
@@ -98,7 +101,10 @@ mod tests {
         f[14] = 0x60;
         f[14 + 6] = 17;
         let s = csum_setup(&f).unwrap();
-        assert_eq!((s.csum_start, s.csum_offset, s.hdr_len, s.ipv6), (54, 6, 62, true));
+        assert_eq!(
+            (s.csum_start, s.csum_offset, s.hdr_len, s.ipv6),
+            (54, 6, 62, true)
+        );
     }
 
     #[test]

@@ -350,6 +350,19 @@ impl<K: RingKind, M: RingMemory> BackRing<K, M> {
         need_notify(old, new, event)
     }
 
+    /// Like `RING_FINAL_CHECK_FOR_REQUESTS`, for a consumer that needs `n` requests at once
+    /// (a packet that spans `n` slots): arms `req_event` so that the frontend's push notifies
+    /// once `n` requests are there (as Linux netback's `xenvif_rx_ring_slots_available`), then
+    /// re-checks. True when `n` requests are available now.
+    pub fn final_check_for_at_least(&mut self, n: u32) -> Result<bool, RingError> {
+        let n = n.max(1);
+        if self.unconsumed_requests()? >= n {
+            return Ok(true);
+        }
+        self.page.store(OFF_REQ_EVENT, self.req_cons.plus(n));
+        Ok(self.unconsumed_requests()? >= n)
+    }
+
     /// `RING_FINAL_CHECK_FOR_REQUESTS`.
     pub fn final_check_for_requests(&mut self) -> Result<bool, RingError> {
         if self.unconsumed_requests()? > 0 {
@@ -588,6 +601,23 @@ mod tests {
         assert!(!b.final_check_for_requests().unwrap());
         f.put_request(&req(2));
         assert!(f.push_requests());
+    }
+
+    #[test]
+    fn waiting_for_several_requests_is_notified_only_when_they_are_there() {
+        let (mut f, mut b) = pair(u32::MAX - 2);
+        f.put_request(&req(0));
+        f.push_requests();
+        // One posted, three needed: not yet, and the event index asks for the third.
+        assert!(!b.final_check_for_at_least(3).unwrap());
+        f.put_request(&req(1));
+        assert!(
+            !f.push_requests(),
+            "two requests are not enough: no notification"
+        );
+        f.put_request(&req(2));
+        assert!(f.push_requests(), "the third request notifies");
+        assert!(b.final_check_for_at_least(3).unwrap());
     }
 
     #[test]

@@ -19,7 +19,11 @@ pub struct PingReport {
 fn checksum(b: &[u8]) -> u16 {
     let mut s: u32 = 0;
     for c in b.chunks(2) {
-        let w = if c.len() == 2 { u16::from_be_bytes([c[0], c[1]]) } else { u16::from_be_bytes([c[0], 0]) };
+        let w = if c.len() == 2 {
+            u16::from_be_bytes([c[0], c[1]])
+        } else {
+            u16::from_be_bytes([c[0], 0])
+        };
         s += w as u32;
     }
     while s >> 16 != 0 {
@@ -30,7 +34,12 @@ fn checksum(b: &[u8]) -> u16 {
 
 /// Sends `count` echo requests to `dst`, one every `interval`, waiting up to `timeout` for each
 /// reply. Needs CAP_NET_RAW.
-pub fn ping(dst: Ipv4Addr, count: u32, interval: Duration, timeout: Duration) -> io::Result<PingReport> {
+pub fn ping(
+    dst: Ipv4Addr,
+    count: u32,
+    interval: Duration,
+    timeout: Duration,
+) -> io::Result<PingReport> {
     let sock = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::ICMPV4))?;
     sock.set_read_timeout(Some(Duration::from_millis(50)))?;
     let id = (std::process::id() & 0xffff) as u16;
@@ -54,11 +63,21 @@ pub fn ping(dst: Ipv4Addr, count: u32, interval: Duration, timeout: Duration) ->
             let mut buf = [MaybeUninit::<u8>::uninit(); 1500];
             let (n, from) = match sock.recv_from(&mut buf) {
                 Ok(x) => x,
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    continue
+                }
                 Err(e) => return Err(e),
             };
             // SAFETY: recv_from initialized the first n bytes.
-            let b: Vec<u8> = buf[..n].iter().map(|x| unsafe { x.assume_init() }).collect();
+            let b: Vec<u8> = buf[..n]
+                .iter()
+                .map(|x| unsafe { x.assume_init() })
+                .collect();
             if from.as_socket_ipv4().map(|a| *a.ip()) != Some(dst) || b.len() < 28 {
                 continue;
             }
@@ -98,7 +117,13 @@ mod tests {
             eprintln!("skipping: needs root (raw ICMP socket)");
             return;
         }
-        let r = ping(Ipv4Addr::LOCALHOST, 2, Duration::from_millis(10), Duration::from_secs(1)).unwrap();
+        let r = ping(
+            Ipv4Addr::LOCALHOST,
+            2,
+            Duration::from_millis(10),
+            Duration::from_secs(1),
+        )
+        .unwrap();
         assert_eq!((r.sent, r.received), (2, 2));
     }
 }
