@@ -68,7 +68,7 @@ pub enum DropReason {
 }
 
 /// Counters, one per event; drops have one per [`DropReason`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct BridgeStats {
     /// New dynamic entries.
     pub learned: u64,

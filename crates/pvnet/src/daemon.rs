@@ -1034,7 +1034,7 @@ impl Daemon {
             "uptime_s": self.start.elapsed().as_secs_f64(),
             "daemon": self.stats,
             "pnic": pnic,
-            "bridge": format!("{b:?}"),
+            "bridge": b,
             "grant": self.hv.stats(),
             "vifs": vifs,
         })

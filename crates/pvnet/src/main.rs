@@ -399,7 +399,7 @@ fn print_stat(v: &serde_json::Value) {
     flat("daemon", &v["daemon"]);
     flat("pnic", &v["pnic"]);
     flat("grant", &v["grant"]);
-    println!("  bridge    {}", v["bridge"].as_str().unwrap_or(""));
+    flat("bridge", &v["bridge"]);
     if let Some(vifs) = v["vifs"].as_array() {
         for vif in vifs {
             println!(
