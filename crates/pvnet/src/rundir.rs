@@ -82,7 +82,18 @@ pub fn pick_run(id: Option<&str>) -> Result<String> {
     }
 }
 
-/// Whether a process is alive.
+/// Whether a process is alive. A zombie (exited, not yet reaped by its parent, e.g. a daemon
+/// that `bench` started) counts as gone.
 pub fn pid_alive(pid: i32) -> bool {
-    pid > 0 && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+    if pid <= 0 || nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err() {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesized command name, which may itself hold spaces.
+        Ok(s) => s
+            .rsplit_once(") ")
+            .map(|(_, rest)| !rest.starts_with('Z'))
+            .unwrap_or(true),
+        Err(_) => false,
+    }
 }

@@ -178,3 +178,67 @@ fn clear_errors_for_bad_input() {
         assert!(String::from_utf8_lossy(&o.stderr).contains("needs root"));
     }
 }
+
+#[test]
+fn bench_reports_every_field_and_leaves_nothing_behind() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("bench_reports_every_field_and_leaves_nothing_behind") {
+        return;
+    }
+    let json = std::env::temp_dir().join(format!("pvnet-bench-{}.json", unique_id()));
+    let before: Vec<String> = std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let out = ok(&[
+        "bench",
+        "--quick",
+        "--configs",
+        "linux,xen",
+        "--duration",
+        "1",
+        "--rr-duration",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.contains("vs linux (%)"), "{out}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    for c in ["linux", "xen"] {
+        let r = &v["configs"][c];
+        assert!(r["throughput_mbps"].as_f64().unwrap() > 0.0, "{c}: {r}");
+        assert!(r["rr_tps"].as_f64().unwrap() > 0.0, "{c}: {r}");
+        assert!(
+            r["cycles_per_byte"]["total"].as_f64().unwrap() > 0.0,
+            "{c}: {r}"
+        );
+        assert!(r["bytes_verified"].as_u64().unwrap() > 0, "{c}: {r}");
+        assert_eq!(r["errors"].as_array().unwrap().len(), 0, "{c}: {r}");
+    }
+    let x = &v["configs"]["xen"]["cycles_per_byte"];
+    let (t, d, g) = (
+        x["total"].as_f64().unwrap(),
+        x["driver"].as_f64().unwrap(),
+        x["guest"].as_f64().unwrap(),
+    );
+    assert!(
+        d > 0.0 && g > 0.0 && (d + g - t).abs() < 1e-6 * t.max(1.0),
+        "split {d} + {g} != {t}"
+    );
+    assert!(v["configs"]["linux"]["cycles_per_byte"]["driver"].is_null());
+    let after: Vec<String> = std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let new: Vec<&String> = after
+        .iter()
+        .filter(|n| !before.contains(n) && n.starts_with("pvnet-"))
+        .collect();
+    assert!(new.is_empty(), "bench left namespaces {new:?}");
+}
