@@ -67,16 +67,21 @@ impl XsClient {
         }
     }
 
+    /// Sends a request whose only good answer is `Ok`.
+    fn request_ok(&mut self, what: &str, path: &str, req: XsRequest) -> Result<()> {
+        match self.request(req)? {
+            XsReply::Ok => Ok(()),
+            XsReply::Err(e) => bail!("xenstore {what} {path}: {e}"),
+            r => bail!("xenstore {what} {path}: unexpected reply {r:?}"),
+        }
+    }
+
     pub fn write(&mut self, path: &str, value: &str) -> Result<()> {
         let req = XsRequest::Write {
             path: path.to_string(),
             value: value.to_string(),
         };
-        match self.request(req)? {
-            XsReply::Ok => Ok(()),
-            XsReply::Err(e) => bail!("xenstore write {path}: {e}"),
-            r => bail!("xenstore write {path}: unexpected reply {r:?}"),
-        }
+        self.request_ok("write", path, req)
     }
 
     pub fn watch(&mut self, path: &str, token: &str) -> Result<()> {
@@ -84,11 +89,7 @@ impl XsClient {
             path: path.to_string(),
             token: token.to_string(),
         };
-        match self.request(req)? {
-            XsReply::Ok => Ok(()),
-            XsReply::Err(e) => bail!("xenstore watch {path}: {e}"),
-            r => bail!("xenstore watch {path}: unexpected reply {r:?}"),
-        }
+        self.request_ok("watch", path, req)
     }
 
     pub fn unwatch(&mut self, path: &str, token: &str) -> Result<()> {
@@ -96,11 +97,7 @@ impl XsClient {
             path: path.to_string(),
             token: token.to_string(),
         };
-        match self.request(req)? {
-            XsReply::Ok => Ok(()),
-            XsReply::Err(e) => bail!("xenstore unwatch {path}: {e}"),
-            r => bail!("xenstore unwatch {path}: unexpected reply {r:?}"),
-        }
+        self.request_ok("unwatch", path, req)
     }
 
     /// Waits until a watch event arrives (or one is queued), with a deadline.

@@ -204,20 +204,7 @@ fn measure(
     let mut s = Sample::default();
 
     // Stream.
-    let server = Guard(Some(
-        pinned(rx.command(&exe), RX_CPU)
-            .args([
-                "perf",
-                "server",
-                "--once",
-                "--bind",
-                &format!("0.0.0.0:{PORT}"),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?,
-    ));
-    wait_listening(&remote, &rx_addr)?;
+    let server = start_receiver(&exe, &rx, &remote, &rx_addr)?;
     let server_pid = server.0.as_ref().map(|c| c.id() as i32).unwrap_or(0);
     let mut guest_pids: Vec<i32> = info.guest_pids.clone();
     guest_pids.push(server_pid);
@@ -285,20 +272,7 @@ fn measure(
     }
 
     // Request/response.
-    let server = Guard(Some(
-        pinned(rx.command(&exe), RX_CPU)
-            .args([
-                "perf",
-                "server",
-                "--once",
-                "--bind",
-                &format!("0.0.0.0:{PORT}"),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?,
-    ));
-    wait_listening(&remote, &rx_addr)?;
+    let server = start_receiver(&exe, &rx, &remote, &rx_addr)?;
     let out = pinned(remote.command(&exe), TX_CPU)
         .args(["perf", "rr", &rx_addr, "--duration", &rr_dur.to_string()])
         .stderr(Stdio::piped())
@@ -319,6 +293,31 @@ fn measure(
         )),
     }
     Ok(s)
+}
+
+/// Starts a one-test `perf server` in the receiver's namespace on the receiving CPU and waits
+/// until the remote host can reach it.
+fn start_receiver(
+    exe: &std::path::Path,
+    rx: &Netns,
+    remote: &Netns,
+    rx_addr: &str,
+) -> Result<Guard> {
+    let server = Guard(Some(
+        pinned(rx.command(exe), RX_CPU)
+            .args([
+                "perf",
+                "server",
+                "--once",
+                "--bind",
+                &format!("0.0.0.0:{PORT}"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    ));
+    wait_listening(remote, rx_addr)?;
+    Ok(server)
 }
 
 /// Waits until a TCP connect from the remote host to the receiver succeeds.
