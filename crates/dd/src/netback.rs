@@ -13,7 +13,7 @@ use std::sync::Arc;
 use pvnet_hv::evtchn::EvtchnEnd;
 use pvnet_hv::grant::{CopyFromGuest, CopyToGuest, GntStatus, GrantMapping, Hypervisor};
 use pvnet_hv::{DomId, GrantRef, PAGE_SIZE};
-use pvnet_netif::csum::csum_setup;
+use pvnet_netif::csum::{vnet_gso_to_xen, vnet_hdr_for};
 use pvnet_netif::*;
 use pvnet_wire::vnet::{self, VirtioNetHdr};
 use serde::Serialize;
@@ -422,11 +422,11 @@ impl Netback {
                 }));
                 if s == 0 && gso != vnet::GSO_NONE {
                     pos += 1; // the extra slot consumes a request; its id is not used
-                    let gso_type = if gso == vnet::GSO_TCPV6 {
-                        XEN_NETIF_GSO_TYPE_TCPV6
-                    } else {
-                        XEN_NETIF_GSO_TYPE_TCPV4
-                    };
+                              // rx_enqueue admitted only kinds the ring carries.
+                    let gso_type = vnet_gso_to_xen(gso)
+                        .ok()
+                        .flatten()
+                        .unwrap_or(XEN_NETIF_GSO_TYPE_TCPV4);
                     let info = GsoInfo {
                         size: p.vnet.gso_size,
                         gso_type,
@@ -593,29 +593,14 @@ impl Netback {
                 return Err(self.fail(f));
             }
             drop(ops);
-            if first.flags & NETTXF_CSUM_BLANK != 0 || gso.is_some() {
-                match csum_setup(&data) {
-                    Some(cs) => {
-                        vnet_hdr.flags = vnet::F_NEEDS_CSUM;
-                        vnet_hdr.csum_start = cs.csum_start;
-                        vnet_hdr.csum_offset = cs.csum_offset;
-                        vnet_hdr.hdr_len = cs.hdr_len;
-                    }
-                    None => {
-                        self.stats.tx_bad_csum += 1;
-                        status = NETIF_RSP_ERROR;
-                    }
+            let blank = first.flags & NETTXF_CSUM_BLANK != 0;
+            let valid = first.flags & NETTXF_DATA_VALIDATED != 0;
+            match vnet_hdr_for(&data, blank, valid, gso) {
+                Some(h) => vnet_hdr = h,
+                None => {
+                    self.stats.tx_bad_csum += 1;
+                    status = NETIF_RSP_ERROR;
                 }
-            } else if first.flags & NETTXF_DATA_VALIDATED != 0 {
-                vnet_hdr.flags = vnet::F_DATA_VALID;
-            }
-            if let Some(g) = gso {
-                vnet_hdr.gso_size = g.size;
-                vnet_hdr.gso_type = if g.gso_type == XEN_NETIF_GSO_TYPE_TCPV6 {
-                    vnet::GSO_TCPV6
-                } else {
-                    vnet::GSO_TCPV4
-                };
             }
         }
         // Answer every slot: data slots with the packet's status, extras with NULL.

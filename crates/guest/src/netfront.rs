@@ -13,9 +13,9 @@ use pvnet_hv::evtchn::EvtchnEnd;
 use pvnet_hv::grant::GuestGrantTable;
 use pvnet_hv::mem::{GuestMemory, OwnPage};
 use pvnet_hv::{DomId, GrantRef, Pfn, PAGE_SIZE};
-use pvnet_netif::csum::csum_setup;
+use pvnet_netif::csum::{vnet_gso_to_xen, vnet_hdr_for};
 use pvnet_netif::*;
-use pvnet_wire::vnet::{self, VirtioNetHdr, VNET_HDR_LEN};
+use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
 use serde::{Deserialize, Serialize};
 
 /// RX buffers posted (one page each): a full ring.
@@ -340,30 +340,14 @@ impl Netfront {
             len += sz;
         }
         let pieces = &pieces[..self.rx_slots.len()];
-        let mut hdr = VirtioNetHdr::default();
-        if first.flags & NETRXF_CSUM_BLANK != 0 || extra.is_some() {
-            // The checksum field holds only the pseudo-header sum: tell the stack where it is.
-            match csum_setup(pieces[0]) {
-                Some(cs) => {
-                    hdr.flags = vnet::F_NEEDS_CSUM;
-                    hdr.csum_start = cs.csum_start;
-                    hdr.csum_offset = cs.csum_offset;
-                    hdr.hdr_len = cs.hdr_len;
-                }
-                None => {
-                    self.stats.rx_errors += 1;
-                    return false;
-                }
-            }
-        } else if first.flags & NETRXF_DATA_VALIDATED != 0 {
-            hdr.flags = vnet::F_DATA_VALID;
-        }
-        if let Some(g) = extra.and_then(|e| e.gso()) {
-            hdr.gso_size = g.size;
-            hdr.gso_type = match g.gso_type {
-                XEN_NETIF_GSO_TYPE_TCPV6 => vnet::GSO_TCPV6,
-                _ => vnet::GSO_TCPV4,
-            };
+        let gso = extra.and_then(|e| e.gso());
+        let blank = first.flags & NETRXF_CSUM_BLANK != 0;
+        let valid = first.flags & NETRXF_DATA_VALIDATED != 0;
+        let Some(hdr) = vnet_hdr_for(pieces[0], blank, valid, gso) else {
+            self.stats.rx_errors += 1;
+            return false;
+        };
+        if gso.is_some() {
             self.stats.rx_gso_packets += 1;
         }
         match deliver(&hdr, pieces) {
@@ -454,17 +438,16 @@ impl Netfront {
             self.stats.tx_ring_full += 1;
             return Ok(None);
         }
+        // The frame goes into the last TX_MAX_PAGES pages of the free list, last first; the
+        // pages it uses are then exactly the list's tail, removed with one truncate.
         let n_pages = self.tx_free_pages.len();
-        let pages: Vec<u32> = self.tx_free_pages[n_pages - TX_MAX_PAGES..]
-            .iter()
-            .rev()
-            .copied()
-            .collect();
+        let page_at = |free: &[u32], i: usize| free[n_pages - 1 - i];
         let mut hdr = [0u8; VNET_HDR_LEN];
         let total = {
             let mut iov: Vec<IoSliceMut<'_>> = Vec::with_capacity(TX_MAX_PAGES + 1);
             iov.push(IoSliceMut::new(&mut hdr));
-            for &pg in &pages {
+            for i in 0..TX_MAX_PAGES {
+                let pg = page_at(&self.tx_free_pages, i);
                 let p = self
                     .mem
                     .page_ptr(self.layout.tx_page(pg))
@@ -495,19 +478,15 @@ impl Netfront {
         } else if vh.data_valid() {
             flags0 |= NETTXF_DATA_VALIDATED;
         }
-        let gso = match vh.gso_kind() {
-            vnet::GSO_TCPV4 => Some(XEN_NETIF_GSO_TYPE_TCPV4),
-            vnet::GSO_TCPV6 => Some(XEN_NETIF_GSO_TYPE_TCPV6),
-            vnet::GSO_NONE => None,
-            _ => {
-                self.stats.tx_dropped += 1;
-                return Ok(Some(0));
-            }
+        let Ok(gso) = vnet_gso_to_xen(vh.gso_type) else {
+            self.stats.tx_dropped += 1;
+            return Ok(Some(0));
         };
         if gso.is_some() {
             flags0 |= NETTXF_EXTRA_INFO;
         }
-        for (i, &pg) in pages.iter().take(used).enumerate() {
+        for i in 0..used {
+            let pg = page_at(&self.tx_free_pages, i);
             let id = self.tx_free_ids.pop().expect("room checked");
             let gref = self.gnt.alloc().expect("grant refs outnumber tx slots");
             self.gnt
@@ -538,11 +517,7 @@ impl Netfront {
             }
             self.tx_inflight[id as usize] = Some(TxInflight { page: pg, gref });
         }
-        let keep = n_pages - used;
-        // The pages used were taken from the end of the free list (in `pages` order).
-        let used_set: Vec<u32> = pages[..used].to_vec();
-        self.tx_free_pages.retain(|p| !used_set.contains(p));
-        debug_assert_eq!(self.tx_free_pages.len(), keep);
+        self.tx_free_pages.truncate(n_pages - used);
         self.stats.tx_packets += 1;
         self.stats.tx_bytes += len as u64;
         if gso.is_some() {

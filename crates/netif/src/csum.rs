@@ -2,6 +2,10 @@
 //! `skb_checksum_setup` before handing a packet with a blank checksum to a stack. The ring
 //! carries only the flag; the position of the checksum field is found by parsing the headers.
 
+use pvnet_wire::vnet::{self, VirtioNetHdr};
+
+use crate::slots::{GsoInfo, XEN_NETIF_GSO_TYPE_TCPV4, XEN_NETIF_GSO_TYPE_TCPV6};
+
 /// Where the partial checksum lives, and how long the headers are (for GSO `hdr_len`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CsumSetup {
@@ -69,6 +73,57 @@ pub fn csum_setup(frame: &[u8]) -> Option<CsumSetup> {
     })
 }
 
+/// The `virtio_net_hdr` a stack needs for a packet that crossed the ring with these flags (the
+/// same on both rings: netback's TX and netfront's RX). `csum_blank` or GSO means the checksum
+/// field holds only the pseudo-header sum, so the header says where it is (`NEEDS_CSUM`);
+/// `None` when the headers can't be parsed far enough to say. `head` is the packet's first
+/// piece, which holds its headers.
+pub fn vnet_hdr_for(
+    head: &[u8],
+    csum_blank: bool,
+    data_validated: bool,
+    gso: Option<GsoInfo>,
+) -> Option<VirtioNetHdr> {
+    let mut h = VirtioNetHdr::default();
+    if csum_blank || gso.is_some() {
+        let cs = csum_setup(head)?;
+        h.flags = vnet::F_NEEDS_CSUM;
+        h.csum_start = cs.csum_start;
+        h.csum_offset = cs.csum_offset;
+        h.hdr_len = cs.hdr_len;
+    } else if data_validated {
+        h.flags = vnet::F_DATA_VALID;
+    }
+    if let Some(g) = gso {
+        h.gso_size = g.size;
+        h.gso_type = xen_gso_to_vnet(g.gso_type);
+    }
+    Some(h)
+}
+
+/// `XEN_NETIF_GSO_TYPE_*` → `VIRTIO_NET_HDR_GSO_*` (the ring carries only TCP types).
+pub fn xen_gso_to_vnet(t: u8) -> u8 {
+    if t == XEN_NETIF_GSO_TYPE_TCPV6 {
+        vnet::GSO_TCPV6
+    } else {
+        vnet::GSO_TCPV4
+    }
+}
+
+/// A virtio GSO kind the netif ring has no type for (UDP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnsupportedGso(pub u8);
+
+/// `VIRTIO_NET_HDR_GSO_*` (ECN bit ignored) → the ring's GSO type: `Ok(None)` for no GSO.
+pub fn vnet_gso_to_xen(kind: u8) -> Result<Option<u8>, UnsupportedGso> {
+    match kind & !vnet::GSO_ECN {
+        vnet::GSO_NONE => Ok(None),
+        vnet::GSO_TCPV4 => Ok(Some(XEN_NETIF_GSO_TYPE_TCPV4)),
+        vnet::GSO_TCPV6 => Ok(Some(XEN_NETIF_GSO_TYPE_TCPV6)),
+        k => Err(UnsupportedGso(k)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +160,54 @@ mod tests {
             (s.csum_start, s.csum_offset, s.hdr_len, s.ipv6),
             (54, 6, 62, true)
         );
+    }
+
+    #[test]
+    fn vnet_header_for_ring_flags() {
+        let f = tcp4(5, 5);
+        let h = vnet_hdr_for(&f, true, true, None).unwrap();
+        assert_eq!(
+            (h.flags, h.csum_start, h.csum_offset, h.hdr_len),
+            (vnet::F_NEEDS_CSUM, 34, 16, 54)
+        );
+        let g = GsoInfo {
+            size: 1448,
+            gso_type: XEN_NETIF_GSO_TYPE_TCPV4,
+            features: 0,
+        };
+        let h = vnet_hdr_for(&f, false, false, Some(g)).unwrap();
+        assert_eq!(
+            (h.flags, h.gso_type, h.gso_size),
+            (vnet::F_NEEDS_CSUM, vnet::GSO_TCPV4, 1448)
+        );
+        assert_eq!(
+            vnet_hdr_for(&f, false, true, None).unwrap().flags,
+            vnet::F_DATA_VALID
+        );
+        assert_eq!(
+            vnet_hdr_for(&f, false, false, None).unwrap(),
+            VirtioNetHdr::default()
+        );
+        assert_eq!(vnet_hdr_for(&f[..20], true, false, None), None);
+    }
+
+    #[test]
+    fn gso_type_mapping() {
+        assert_eq!(vnet_gso_to_xen(vnet::GSO_NONE), Ok(None));
+        assert_eq!(
+            vnet_gso_to_xen(vnet::GSO_TCPV4 | vnet::GSO_ECN),
+            Ok(Some(XEN_NETIF_GSO_TYPE_TCPV4))
+        );
+        assert_eq!(
+            vnet_gso_to_xen(vnet::GSO_TCPV6),
+            Ok(Some(XEN_NETIF_GSO_TYPE_TCPV6))
+        );
+        assert_eq!(
+            vnet_gso_to_xen(vnet::GSO_UDP),
+            Err(UnsupportedGso(vnet::GSO_UDP))
+        );
+        assert_eq!(xen_gso_to_vnet(XEN_NETIF_GSO_TYPE_TCPV6), vnet::GSO_TCPV6);
+        assert_eq!(xen_gso_to_vnet(XEN_NETIF_GSO_TYPE_TCPV4), vnet::GSO_TCPV4);
     }
 
     #[test]

@@ -182,6 +182,8 @@ pub struct Daemon {
     stats: DaemonStats,
     /// Packets waiting to be routed (reused buffer).
     pending: Vec<(PortId, Packet)>,
+    /// Read buffer of the driver domain's own stack port (reused).
+    ddtap_buf: Vec<u8>,
     stopping: bool,
 }
 
@@ -270,6 +272,7 @@ impl Daemon {
             start: Instant::now(),
             stats: DaemonStats::default(),
             pending: Vec::new(),
+            ddtap_buf: Vec::new(),
             stopping: false,
         };
         match d.cfg.mode {
@@ -653,47 +656,59 @@ impl Daemon {
     }
 
     fn deliver(&mut self, port: PortId, pkt: Packet) {
+        if port != PORT_PNIC && port != PORT_DDSTACK {
+            if let Some(nb) = self.vifs.get_mut(&(port.0 - 1)).and_then(|v| {
+                v.dirty = true;
+                v.netback.as_mut()
+            }) {
+                nb.rx_enqueue(pkt);
+            }
+            return;
+        }
+        // A linear packet (every packet until aggregation builds chains) goes out without
+        // collecting its pieces into an allocated list.
+        let head = [pkt.head.as_slice()];
+        let chain: Vec<&[u8]>;
+        let pieces: &[&[u8]] = if pkt.is_chained() {
+            chain = pkt.pieces().collect();
+            &chain
+        } else {
+            &head
+        };
         if port == PORT_PNIC {
-            let pieces: Vec<&[u8]> = pkt.pieces().collect();
             if let Some(p) = self.pnic.as_ref() {
-                if p.send(&pkt.vnet, &pieces).is_err() {
+                if p.send(&pkt.vnet, pieces).is_err() {
                     self.stats.pnic_send_errors += 1;
                 }
             }
-        } else if port == PORT_DDSTACK {
-            if let Some(t) = self.ddtap.as_ref() {
-                let h = pkt.vnet.to_bytes();
+        } else if let Some(t) = self.ddtap.as_ref() {
+            let h = pkt.vnet.to_bytes();
+            let res = if let [one] = pieces {
+                t.writev(&[IoSlice::new(&h), IoSlice::new(one)])
+            } else {
                 let mut iov = vec![IoSlice::new(&h)];
-                iov.extend(pkt.pieces().map(IoSlice::new));
-                match t.writev(&iov) {
-                    Ok(_) => self.stats.ddtap_tx += 1,
-                    Err(_) => self.stats.ddtap_errors += 1,
-                }
-            }
-        } else if let Some(v) = self.vifs.get_mut(&(port.0 - 1)) {
-            if let Some(nb) = v.netback.as_mut() {
-                nb.rx_enqueue(pkt);
-                v.dirty = true;
+                iov.extend(pieces.iter().map(|p| IoSlice::new(p)));
+                t.writev(&iov)
+            };
+            match res {
+                Ok(_) => self.stats.ddtap_tx += 1,
+                Err(_) => self.stats.ddtap_errors += 1,
             }
         }
     }
 
     /// Moves queued packets into the guests whose queues got new packets.
     fn flush_vifs(&mut self) {
-        let doms: Vec<u16> = self
-            .vifs
-            .iter()
-            .filter(|(_, v)| v.dirty)
-            .map(|(d, _)| *d)
-            .collect();
-        for d in doms {
-            let v = self.vifs.get_mut(&d).expect("listed");
+        // Vec::new does not allocate: only a disconnect (rare) pays for one.
+        let mut failed = Vec::new();
+        for (d, v) in self.vifs.iter_mut().filter(|(_, v)| v.dirty) {
             v.dirty = false;
-            if let Some(nb) = v.netback.as_mut() {
-                if let Err(f) = nb.rx_flush() {
-                    self.disconnect(d, f);
-                }
+            if let Some(Err(f)) = v.netback.as_mut().map(Netback::rx_flush) {
+                failed.push((*d, f));
             }
+        }
+        for (d, f) in failed {
+            self.disconnect(d, f);
         }
     }
 
@@ -722,9 +737,10 @@ impl Daemon {
     }
 
     fn ddtap_input(&mut self) {
-        let mut buf = vec![0u8; 65536 + VNET_HDR_LEN];
+        let mut buf = std::mem::take(&mut self.ddtap_buf);
+        buf.resize(65536 + VNET_HDR_LEN, 0);
         for _ in 0..64 {
-            let Some(t) = self.ddtap.as_ref() else { return };
+            let Some(t) = self.ddtap.as_ref() else { break };
             let n = match t.readv(&mut [IoSliceMut::new(&mut buf)]) {
                 Ok(n) => n,
                 Err(_) => break,
@@ -738,6 +754,7 @@ impl Daemon {
             let pkt = Packet::linear(vh, buf[VNET_HDR_LEN..n].to_vec());
             self.route(PORT_DDSTACK, pkt);
         }
+        self.ddtap_buf = buf;
         self.flush_vifs();
     }
 
