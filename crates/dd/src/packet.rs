@@ -1,8 +1,41 @@
 //! A packet inside the driver domain: a `virtio_net_hdr` worth of offload metadata plus the
-//! frame bytes, either in one buffer or as a chain of buffers (seed 000's skb-mode aggregate,
-//! Fig. 2(a)). The baseline bridge linearizes a chain (Fig. 2(b)); BO forwards it as is.
+//! frame bytes, in one buffer or chained. Seed 000 knows two chained forms of an LRO aggregate:
+//!
+//! - **skb-mode** ([`Chain::FragList`], Fig. 2(a)): the head is the first received frame, each
+//!   further frame stays in its own receive buffer with its data start moved past its headers.
+//!   The baseline bridge linearizes such a chain (Fig. 2(b)); BO forwards it as is.
+//! - **page-mode** ([`Chain::PageFrags`]): the head holds only the headers, every segment's
+//!   payload (the first one's too) is a fragment of its receive buffer. Backends have always
+//!   taken fragments, so nothing linearizes it.
 
 use pvnet_wire::vnet::VirtioNetHdr;
+
+/// How the buffers after the head hang together.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Chain {
+    /// skb-mode: a list of whole receive buffers (Linux `frag_list`).
+    #[default]
+    FragList,
+    /// page-mode: payload fragments of receive pages (Linux `skb_shinfo()->frags`).
+    PageFrags,
+}
+
+/// One buffer after the head: `buf[start..]` belongs to the packet.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Frag {
+    pub buf: Vec<u8>,
+    pub start: usize,
+}
+
+impl Frag {
+    pub fn whole(buf: Vec<u8>) -> Frag {
+        Frag { buf, start: 0 }
+    }
+
+    pub fn data(&self) -> &[u8] {
+        self.buf.get(self.start..).unwrap_or(&[])
+    }
+}
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Packet {
@@ -11,7 +44,9 @@ pub struct Packet {
     /// The first buffer: holds at least the Ethernet header.
     pub head: Vec<u8>,
     /// Further buffers of a chained packet, in order (empty for a linear packet).
-    pub chain: Vec<Vec<u8>>,
+    pub frags: Vec<Frag>,
+    /// The form of the chain (meaningless for a linear packet).
+    pub chain: Chain,
 }
 
 impl Packet {
@@ -19,13 +54,14 @@ impl Packet {
         Packet {
             vnet,
             head: data,
-            chain: Vec::new(),
+            frags: Vec::new(),
+            chain: Chain::FragList,
         }
     }
 
     /// Total length in bytes.
     pub fn len(&self) -> usize {
-        self.head.len() + self.chain.iter().map(Vec::len).sum::<usize>()
+        self.head.len() + self.frags.iter().map(|f| f.data().len()).sum::<usize>()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -33,25 +69,34 @@ impl Packet {
     }
 
     pub fn is_chained(&self) -> bool {
-        !self.chain.is_empty()
+        !self.frags.is_empty()
     }
 
     /// The buffers in order.
     pub fn pieces(&self) -> impl Iterator<Item = &[u8]> {
-        std::iter::once(self.head.as_slice()).chain(self.chain.iter().map(Vec::as_slice))
+        std::iter::once(self.head.as_slice()).chain(self.frags.iter().map(Frag::data))
+    }
+
+    /// The whole packet as one vector (a copy).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len());
+        for p in self.pieces() {
+            out.extend_from_slice(p);
+        }
+        out
     }
 
     /// Copies a chained packet into one contiguous buffer (the baseline bridge's copy).
     /// Returns the number of bytes copied (0 for a packet that already was linear).
     pub fn linearize(&mut self) -> usize {
-        if self.chain.is_empty() {
+        if self.frags.is_empty() {
             return 0;
         }
         let total = self.len();
         let mut out = Vec::with_capacity(total);
         out.extend_from_slice(&self.head);
-        for c in self.chain.drain(..) {
-            out.extend_from_slice(&c);
+        for f in self.frags.drain(..) {
+            out.extend_from_slice(f.data());
         }
         self.head = out;
         total
@@ -77,14 +122,32 @@ mod tests {
         let mut p = Packet {
             vnet: VirtioNetHdr::default(),
             head: vec![1, 2, 3],
-            chain: vec![vec![4, 5], vec![], vec![6]],
+            frags: vec![
+                Frag::whole(vec![4, 5]),
+                Frag::whole(vec![]),
+                Frag {
+                    buf: vec![9, 9, 6],
+                    start: 2,
+                },
+            ],
+            chain: Chain::FragList,
         };
         assert!(p.is_chained());
         assert_eq!(p.len(), 6);
+        assert_eq!(p.to_vec(), vec![1, 2, 3, 4, 5, 6]);
         assert_eq!(p.linearize(), 6);
         assert_eq!(p.head, vec![1, 2, 3, 4, 5, 6]);
         assert!(!p.is_chained());
         assert_eq!(p.linearize(), 0);
+    }
+
+    #[test]
+    fn a_start_past_the_end_is_empty_not_a_panic() {
+        let f = Frag {
+            buf: vec![1, 2],
+            start: 7,
+        };
+        assert_eq!(f.data(), &[] as &[u8]);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use pvnet_dd::mock::MockFrontend;
 use pvnet_dd::netback::{Fatal, Features, Netback, VifStats};
-use pvnet_dd::packet::Packet;
+use pvnet_dd::packet::{Chain, Frag, Packet};
 use pvnet_guest::netfront::{Layout, Netfront};
 use pvnet_hv::evtchn::channel_pair;
 use pvnet_hv::grant::{Hypervisor, GTF_PERMIT_ACCESS};
@@ -140,12 +140,22 @@ fn chained(vnet: VirtioNetHdr, data: &[u8], rng: &mut Rng) -> Packet {
     let mut p = Packet {
         vnet,
         head: data[..head_len].to_vec(),
-        chain: Vec::new(),
+        frags: Vec::new(),
+        chain: if rng.below(2) == 0 {
+            Chain::FragList
+        } else {
+            Chain::PageFrags
+        },
     };
     let mut off = head_len;
     while off < data.len() {
         let n = SIZES[rng.below(SIZES.len())].min(data.len() - off);
-        p.chain.push(data[off..off + n].to_vec());
+        // Some pieces keep bytes before their data start, as a receive buffer whose headers
+        // were pulled does.
+        let skip = rng.below(3) * 27;
+        let mut buf = vec![0xee; skip];
+        buf.extend_from_slice(&data[off..off + n]);
+        p.frags.push(Frag { buf, start: skip });
         off += n;
     }
     p
