@@ -98,7 +98,10 @@ pub struct VifStats {
     pub rx_queue_full: u64,
     /// Dropped: multi-slot packet for a frontend without feature-sg.
     pub rx_no_sg: u64,
-    /// Dropped: GSO packet of a type the frontend did not advertise.
+    /// GSO packets of a type the frontend did not advertise, cut back into wire segments.
+    pub rx_gso_segmented: u64,
+    /// Dropped: a GSO packet of a type the frontend did not advertise that could not be cut
+    /// into segments (malformed headers).
     pub rx_gso_unsupported: u64,
     /// Dropped: empty or larger than [`MAX_PACKET`].
     pub rx_bad_length: u64,
@@ -266,8 +269,23 @@ impl Netback {
             vnet::GSO_TCPV4 if self.features.gso_tcpv4 => {}
             vnet::GSO_TCPV6 if self.features.gso_tcpv6 => {}
             _ => {
-                self.stats.rx_gso_unsupported += 1;
-                return false;
+                // A frontend that did not advertise this GSO type never receives an aggregate:
+                // software GSO cuts it back into the segments it was made of (what Linux's
+                // validate_xmit_skb does for a device without the feature).
+                return match crate::lro::segment(&pkt) {
+                    Ok(segs) if segs.iter().all(|s| s.vnet.gso_kind() == vnet::GSO_NONE) => {
+                        self.stats.rx_gso_segmented += 1;
+                        let mut all = true;
+                        for s in segs {
+                            all &= self.rx_enqueue(s);
+                        }
+                        all
+                    }
+                    _ => {
+                        self.stats.rx_gso_unsupported += 1;
+                        false
+                    }
+                };
             }
         }
         if len > PAGE_SIZE && !self.features.sg {

@@ -22,6 +22,14 @@ pub struct BootInfo {
     /// IPv4 address and prefix of the guest's interface.
     pub ipv4: String,
     pub prefix: u8,
+    /// Whether netfront advertises `feature-gso-tcpv4/6` (where the backend offers them). A
+    /// guest without them must never be handed an aggregate.
+    #[serde(default = "yes")]
+    pub gso: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

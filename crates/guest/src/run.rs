@@ -98,8 +98,8 @@ fn run_booted(
         info.evtchn_port,
         &[
             (keys::FEATURE_SG, bf.sg),
-            (keys::FEATURE_GSO_TCPV4, bf.gso_tcpv4),
-            (keys::FEATURE_GSO_TCPV6, false),
+            (keys::FEATURE_GSO_TCPV4, bf.gso_tcpv4 && info.gso),
+            (keys::FEATURE_GSO_TCPV6, bf.gso_tcpv6 && info.gso),
             (keys::FEATURE_RX_NOTIFY, true),
         ],
     )?;

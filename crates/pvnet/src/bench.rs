@@ -12,13 +12,14 @@ use pvnet_testbed::Netns;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::daemon::{DaemonConfig, Mode};
+use crate::daemon::{DaemonConfig, LroSettings, Mode};
 use crate::rundir::RunInfo;
+use pvnet_dd::lro;
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct BenchArgs {
-    /// Comma-separated configurations: linux, xen.
-    #[arg(long, default_value = "linux,xen")]
+    /// Comma-separated configurations: linux, xen, lro, bo, da, timeout, adaptive.
+    #[arg(long, default_value = "linux,xen,lro,bo,da,timeout,adaptive")]
     pub configs: String,
     /// A short run (fewer, shorter repetitions).
     #[arg(long)]
@@ -58,6 +59,10 @@ struct Sample {
     cycles_per_byte_total: f64,
     cycles_per_byte_driver: f64,
     cycles_per_byte_guest: f64,
+    /// Segments per aggregate during the stream (0 without aggregation).
+    lro_rate: f64,
+    flush_latency_p50_us: f64,
+    flush_latency_p99_us: f64,
     errors: Vec<String>,
     stat: serde_json::Value,
 }
@@ -75,12 +80,58 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// The configurations (seed 000, Table III, plus the flush policies it left open).
+const CONFIGS: [(&str, &str); 7] = [
+    ("linux", "native Linux, no virtualization"),
+    ("xen", "the PV path, no aggregation"),
+    ("lro", "LRO, flush at the end of every poll (skb-mode)"),
+    (
+        "bo",
+        "LRO + BO: the bridge forwards aggregates without linearizing",
+    ),
+    ("da", "LRO with delayed aggregation: flush every 2nd poll"),
+    (
+        "timeout",
+        "LRO, flush an aggregate 50 us after its first segment",
+    ),
+    ("adaptive", "LRO with the self-tuning flush"),
+];
+
+/// The daemon settings of a configuration.
+fn daemon_config(config: &str) -> DaemonConfig {
+    let lro = |p: &str| {
+        Some(LroSettings {
+            policy: p.parse().expect("a valid policy"),
+            mode: lro::Mode::Skb,
+        })
+    };
+    let (mode, lro, bo) = match config {
+        "linux" => (Mode::Linux, None, false),
+        "lro" => (Mode::Xen, lro("poll"), false),
+        "bo" => (Mode::Xen, lro("poll"), true),
+        "da" => (Mode::Xen, lro("every:2"), false),
+        "timeout" => (Mode::Xen, lro("timeout:50"), false),
+        "adaptive" => (Mode::Xen, lro("adaptive"), false),
+        _ => (Mode::Xen, None, false),
+    };
+    DaemonConfig {
+        mode,
+        guests: 1,
+        lro,
+        bo,
+        ..DaemonConfig::default()
+    }
+}
+
 fn parse_configs(s: &str) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for c in s.split(',').map(str::trim).filter(|c| !c.is_empty()) {
-        match c {
-            "linux" | "xen" => out.push(c.to_string()),
-            _ => bail!("unknown configuration {c:?} (known: linux, xen)"),
+        if !CONFIGS.iter().any(|(n, _)| *n == c) {
+            let known: Vec<&str> = CONFIGS.iter().map(|(n, _)| *n).collect();
+            bail!("unknown configuration {c:?} (known: {})", known.join(", "));
+        }
+        if !out.iter().any(|o| o == c) {
+            out.push(c.to_string());
         }
     }
     if out.is_empty() {
@@ -168,16 +219,8 @@ fn pinned(mut cmd: Command, cpu_n: usize) -> Command {
 }
 
 fn run_one(config: &str, dur: f64, rr_dur: f64, msg_size: usize, tsc_hz: u64) -> Result<Sample> {
-    let mode = if config == "linux" {
-        Mode::Linux
-    } else {
-        Mode::Xen
-    };
-    let cfg = DaemonConfig {
-        mode,
-        guests: 1,
-        ..DaemonConfig::default()
-    };
+    let cfg = daemon_config(config);
+    let mode = cfg.mode;
     let info = crate::start_daemon(&cfg, false)?;
     let res = measure(&info, mode, dur, rr_dur, msg_size, tsc_hz);
     let down = crate::down(&info.id);
@@ -269,6 +312,10 @@ fn measure(
     if mode == Mode::Xen {
         s.stat = crate::daemon::admin_call(&info.id, &crate::daemon::AdminRequest::Stat)
             .unwrap_or_default();
+        let l = &s.stat["lro"];
+        s.lro_rate = l["lro_rate"].as_f64().unwrap_or(0.0);
+        s.flush_latency_p50_us = l["flush_latency"]["p50_us"].as_f64().unwrap_or(0.0);
+        s.flush_latency_p99_us = l["flush_latency"]["p99_us"].as_f64().unwrap_or(0.0);
     }
 
     // Request/response.
@@ -369,6 +416,8 @@ fn summarize(
                     "driver": if c == "linux" { serde_json::Value::Null } else { json!(m(&|s| s.cycles_per_byte_driver)) },
                     "guest": if c == "linux" { serde_json::Value::Null } else { json!(m(&|s| s.cycles_per_byte_guest)) },
                 },
+                "lro_rate": m(&|s| s.lro_rate),
+                "flush_latency_us": { "p50": m(&|s| s.flush_latency_p50_us), "p99": m(&|s| s.flush_latency_p99_us) },
                 "bytes_verified": v.iter().map(|s| s.bytes).sum::<u64>(),
                 "errors": errors,
                 "samples": v,
@@ -396,13 +445,16 @@ fn print_table(configs: &[String], r: &serde_json::Value) {
         print!("{cfg:>12}");
     }
     println!();
-    let rows: [(&str, &[&str]); 6] = [
+    let rows: [(&str, &[&str]); 9] = [
         ("throughput (Mbit/s)", &["throughput_mbps"]),
         ("TCP_RR (trans/s)", &["rr_tps"]),
         ("cycles/byte total", &["cycles_per_byte", "total"]),
         ("cycles/byte driver domain", &["cycles_per_byte", "driver"]),
         ("cycles/byte guest", &["cycles_per_byte", "guest"]),
         ("RR p99 latency (us)", &["rr_p99_us"]),
+        ("LRO rate (segments/aggr.)", &["lro_rate"]),
+        ("flush latency p50 (us)", &["flush_latency_us", "p50"]),
+        ("flush latency p99 (us)", &["flush_latency_us", "p99"]),
     ];
     let has_linux = configs.iter().any(|x| x == "linux");
     for (name, path) in rows {
@@ -417,6 +469,8 @@ fn print_table(configs: &[String], r: &serde_json::Value) {
         if has_linux
             && (path[0] != "cycles_per_byte" || path[1] == "total")
             && path[0] != "rr_p99_us"
+            && path[0] != "lro_rate"
+            && path[0] != "flush_latency_us"
         {
             print!("{:<28}", "  vs linux (%)");
             let base = get("linux", path).unwrap_or(0.0);

@@ -18,9 +18,12 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTime
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
+use nix::sys::time::TimeSpec;
+use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use pvnet_dd::bridge::{Bridge, BridgeConfig, Decision, PortId};
+use pvnet_dd::lro::{self, Lro};
 use pvnet_dd::netback::{Fatal, Features, Netback, VifStats};
-use pvnet_dd::packet::Packet;
+use pvnet_dd::packet::{Chain, Packet};
 use pvnet_guest::netfront::{FrontStats, Layout};
 use pvnet_guest::proto::{BootInfo, FromGuest, ToGuest};
 use pvnet_guest::run::format_mac;
@@ -49,6 +52,7 @@ const EV_SIGNAL: u64 = 1;
 const EV_PNIC: u64 = 2;
 const EV_DDTAP: u64 = 3;
 const EV_ADMIN: u64 = 4;
+const EV_LRO_TIMER: u64 = 5;
 /// Per-domain tokens: kind in the high bits, domid in the low 16.
 const EV_GUEST_CTL: u64 = 1 << 20;
 const EV_EVTCHN: u64 = 2 << 20;
@@ -81,6 +85,26 @@ pub struct DaemonConfig {
     /// CPU for the daemon and guests (the receiving CPU); None = no pinning.
     pub cpu: Option<usize>,
     pub rps: bool,
+    /// Receive aggregation at the physical port (None: off, the `xen` baseline).
+    #[serde(default)]
+    pub lro: Option<LroSettings>,
+    /// Bridge optimization: forward skb-mode aggregates without linearizing them.
+    #[serde(default)]
+    pub bo: bool,
+    /// Whether the guests' netfronts advertise GSO.
+    #[serde(default = "yes")]
+    pub guest_gso: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// How the physical port aggregates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LroSettings {
+    pub policy: lro::Policy,
+    pub mode: lro::Mode,
 }
 
 impl Default for DaemonConfig {
@@ -93,6 +117,9 @@ impl Default for DaemonConfig {
             budget: 64,
             cpu: Some(0),
             rps: true,
+            lro: None,
+            bo: false,
+            guest_gso: true,
         }
     }
 }
@@ -101,6 +128,18 @@ impl Default for DaemonConfig {
 pub enum AdminRequest {
     Stat,
     Down,
+    /// Reconfigures the data path of a running system; None leaves a setting as it is.
+    Set(SetRequest),
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SetRequest {
+    /// The physical port to change (None: the only one).
+    pub port: Option<String>,
+    /// `off`, or a flush policy (`poll`, `every:N`, `timeout:USEC`, `adaptive`).
+    pub lro: Option<String>,
+    pub mode: Option<lro::Mode>,
+    pub bo: Option<bool>,
 }
 
 /// The connection state of a vif, as `pvnet stat` shows it.
@@ -162,6 +201,8 @@ struct DaemonStats {
     ddtap_errors: u64,
     pnic_send_errors: u64,
     bridge_drops: u64,
+    /// Chained packets the bridge forwarded as chains (BO).
+    chains_forwarded: u64,
 }
 
 pub struct Daemon {
@@ -171,6 +212,17 @@ pub struct Daemon {
     store: Store,
     bridge: Bridge,
     pnic: Option<Pnic>,
+    /// The physical port's aggregation engine, when aggregation is on.
+    lro: Option<Lro>,
+    /// The engine's settings, kept while it is off so `pvnet set --lro` can turn it back on.
+    lro_mode: lro::Mode,
+    /// Fires at the engine's next deadline (hold limits, timeouts, an idle port).
+    lro_timer: TimerFd,
+    /// The deadline (TSC) the timer is armed for.
+    lro_armed: Option<u64>,
+    ticks_per_us: u64,
+    /// Packets leaving the engine (reused buffer).
+    lro_out: Vec<Packet>,
     ddtap: Option<Tap>,
     vifs: BTreeMap<u16, Vif>,
     ep: Epoll,
@@ -186,6 +238,8 @@ pub struct Daemon {
     ddtap_buf: Vec<u8>,
     stopping: bool,
 }
+
+use pvnet_perf::cpu::rdtsc;
 
 fn now_ns(start: Instant) -> u64 {
     start.elapsed().as_nanos() as u64
@@ -255,7 +309,29 @@ impl Daemon {
             admin.as_fd(),
             EpollEvent::new(EpollFlags::EPOLLIN, EV_ADMIN),
         )?;
+        let lro_timer = TimerFd::new(
+            ClockId::CLOCK_MONOTONIC,
+            TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+        )?;
+        ep.add(
+            lro_timer.as_fd(),
+            EpollEvent::new(EpollFlags::EPOLLIN, EV_LRO_TIMER),
+        )?;
+        let ticks_per_us = (pvnet_perf::cpu::tsc_hz() / 1_000_000).max(1);
         let mut d = Daemon {
+            lro: cfg.lro.map(|l| {
+                Lro::new(lro::Config {
+                    mode: l.mode,
+                    policy: l.policy,
+                    ticks_per_us,
+                    ..lro::Config::default()
+                })
+            }),
+            lro_mode: cfg.lro.map(|l| l.mode).unwrap_or(lro::Mode::Skb),
+            lro_timer,
+            lro_armed: None,
+            ticks_per_us,
+            lro_out: Vec::new(),
             cfg,
             testbed,
             hv: Arc::new(Hypervisor::new()),
@@ -388,7 +464,7 @@ impl Daemon {
         // netback probe: advertise features, then InitWait.
         w(st, format!("{be}/{}", keys::FEATURE_SG), "1")?;
         w(st, format!("{be}/{}", keys::FEATURE_GSO_TCPV4), "1")?;
-        w(st, format!("{be}/{}", keys::FEATURE_GSO_TCPV6), "0")?;
+        w(st, format!("{be}/{}", keys::FEATURE_GSO_TCPV6), "1")?;
         w(st, format!("{be}/{}", keys::FEATURE_RX_COPY), "1")?;
         w(st, format!("{be}/{}", keys::FEATURE_RX_FLIP), "0")?;
         w(
@@ -411,6 +487,7 @@ impl Daemon {
             ifname: "eth0".into(),
             ipv4: topology::guest_addr(i).to_string(),
             prefix: topology::SUBNET_PREFIX,
+            gso: self.cfg.guest_gso,
         };
         let (fe_notify, fe_wait) = front_end.into_fds();
         ctl::send(
@@ -540,6 +617,11 @@ impl Daemon {
                     self.stopping = true;
                 }
                 EV_PNIC => pnic_ready = true,
+                EV_LRO_TIMER => {
+                    let _ = self.lro_timer.wait();
+                    self.lro_armed = None;
+                    self.lro_expire();
+                }
                 EV_DDTAP => self.ddtap_input(),
                 EV_ADMIN => self.admin_accept(),
                 _ => {
@@ -581,9 +663,52 @@ impl Daemon {
                 }
             }
         }
+        self.lro_expire();
+        self.arm_lro_timer();
         self.process_store_events();
         self.bridge.age(now_ns(self.start));
         Ok(())
+    }
+
+    /// Flushes what the engine has due now and routes it.
+    fn lro_expire(&mut self) {
+        let Some(l) = self.lro.as_mut() else { return };
+        if l.held() == 0 {
+            return;
+        }
+        let mut out = std::mem::take(&mut self.lro_out);
+        l.expire(rdtsc(), &mut out);
+        self.route_all(&mut out);
+        self.lro_out = out;
+        self.flush_vifs();
+    }
+
+    /// Arms the timer for the engine's next deadline (one system call only when it changed).
+    fn arm_lro_timer(&mut self) {
+        let Some(deadline) = self.lro.as_ref().and_then(Lro::next_deadline) else {
+            return;
+        };
+        if self.lro_armed.is_some_and(|a| a <= deadline) {
+            return;
+        }
+        let ticks = deadline.saturating_sub(rdtsc()).max(1);
+        let ns = (ticks as u128 * 1000 / self.ticks_per_us as u128).max(1) as i64;
+        if self
+            .lro_timer
+            .set(
+                Expiration::OneShot(TimeSpec::from_duration(Duration::from_nanos(ns as u64))),
+                TimerSetTimeFlags::empty(),
+            )
+            .is_ok()
+        {
+            self.lro_armed = Some(deadline);
+        }
+    }
+
+    fn route_all(&mut self, out: &mut Vec<Packet>) {
+        for pkt in out.drain(..) {
+            self.route(PORT_PNIC, pkt);
+        }
     }
 
     // ------------------------------------------------------------------ data path
@@ -605,22 +730,38 @@ impl Daemon {
         let Some(pnic) = self.pnic.as_mut() else {
             return false;
         };
-        let mut pending = std::mem::take(&mut self.pending);
-        let n = pnic.poll(budget, |f| {
-            if f.truncated {
-                return;
+        let n = if let Some(l) = self.lro.as_mut() {
+            // The engine sees every frame of the poll, then the end of the poll: its policy
+            // decides what leaves now and what waits for more segments.
+            let mut out = std::mem::take(&mut self.lro_out);
+            let n = pnic.poll(budget, |f| {
+                if !f.truncated {
+                    // Each segment's own arrival time: flush latency counts from it.
+                    l.receive(f.data.to_vec(), f.vnet, rdtsc(), &mut out);
+                }
+            });
+            l.end_poll(n, rdtsc(), &mut out);
+            self.route_all(&mut out);
+            self.lro_out = out;
+            n
+        } else {
+            let mut pending = std::mem::take(&mut self.pending);
+            let n = pnic.poll(budget, |f| {
+                if !f.truncated {
+                    pending.push((PORT_PNIC, Packet::linear(f.vnet, f.data.to_vec())));
+                }
+            });
+            for (port, pkt) in pending.drain(..) {
+                self.route(port, pkt);
             }
-            pending.push((PORT_PNIC, Packet::linear(f.vnet, f.data.to_vec())));
-        });
+            self.pending = pending;
+            n
+        };
         self.stats.polls += 1;
         self.stats.frames += n as u64;
         if n == budget {
             self.stats.polls_full_budget += 1;
         }
-        for (port, pkt) in pending.drain(..) {
-            self.route(port, pkt);
-        }
-        self.pending = pending;
         self.flush_vifs();
         n == budget
     }
@@ -631,9 +772,16 @@ impl Daemon {
             self.stats.bridge_drops += 1;
             return;
         };
-        // The 2006 backend takes only linear packets: the baseline bridge copies a chain into
-        // one buffer (seed 000, Fig. 2(b)).
-        self.stats.linearized_bytes += pkt.linearize() as u64;
+        // The 2006 backend takes only linear skbs or page fragments: the baseline bridge copies
+        // an skb-mode chain into one buffer (seed 000, Fig. 2(b)). BO forwards the chain and
+        // netback grant-copies each piece into the guest's pages.
+        if pkt.is_chained() {
+            if pkt.chain == Chain::FragList && !self.cfg.bo {
+                self.stats.linearized_bytes += pkt.linearize() as u64;
+            } else {
+                self.stats.chains_forwarded += 1;
+            }
+        }
         match self
             .bridge
             .input(ingress, MacAddr(src), MacAddr(dst), now_ns(self.start))
@@ -929,7 +1077,7 @@ impl Daemon {
         let features = Features {
             sg: flag(keys::FEATURE_SG),
             gso_tcpv4: flag(keys::FEATURE_GSO_TCPV4),
-            gso_tcpv6: false,
+            gso_tcpv6: flag(keys::FEATURE_GSO_TCPV6),
             rx_notify: flag(keys::FEATURE_RX_NOTIFY),
         };
         let evt = v
@@ -1015,9 +1163,85 @@ impl Daemon {
                 self.stopping = true;
                 json!({"ok": true})
             }
+            AdminRequest::Set(r) => match self.apply_set(&r) {
+                Ok(()) => json!({"ok": true, "settings": self.settings_json()}),
+                Err(e) => json!({"ok": false, "error": format!("{e:#}")}),
+            },
         };
         let c = self.admin_conns.get(&tok).expect("present");
         let _ = ctl::send(c.as_fd(), &reply, &[]);
+    }
+
+    /// `pvnet set`: validates the whole request before changing anything.
+    fn apply_set(&mut self, r: &SetRequest) -> Result<()> {
+        if self.cfg.mode == Mode::Linux {
+            bail!("this run has no driver domain (mode linux): nothing to set");
+        }
+        if let Some(p) = r.port.as_deref() {
+            if p != self.testbed.dd_if {
+                bail!(
+                    "no physical port {p:?} (this run has one: {})",
+                    self.testbed.dd_if
+                );
+            }
+        }
+        let policy = match r.lro.as_deref() {
+            None => None,
+            Some("off") => Some(None),
+            Some(s) => Some(Some(
+                s.parse::<lro::Policy>()
+                    .map_err(|e| anyhow!("--lro {s:?}: {e}"))?,
+            )),
+        };
+        let now = rdtsc();
+        let mut out = std::mem::take(&mut self.lro_out);
+        if let Some(m) = r.mode {
+            self.lro_mode = m;
+            if let Some(l) = self.lro.as_mut() {
+                l.set_mode(m, now, &mut out);
+            }
+        }
+        match policy {
+            None => {}
+            Some(None) => {
+                if let Some(mut l) = self.lro.take() {
+                    l.flush_all(now, &mut out);
+                }
+            }
+            Some(Some(p)) => match self.lro.as_mut() {
+                Some(l) => l.set_policy(p),
+                None => {
+                    self.lro = Some(Lro::new(lro::Config {
+                        mode: self.lro_mode,
+                        policy: p,
+                        ticks_per_us: self.ticks_per_us,
+                        ..lro::Config::default()
+                    }))
+                }
+            },
+        }
+        if let Some(b) = r.bo {
+            self.cfg.bo = b;
+        }
+        self.cfg.lro = self.lro.as_ref().map(|l| LroSettings {
+            policy: l.config().policy,
+            mode: l.config().mode,
+        });
+        self.route_all(&mut out);
+        self.lro_out = out;
+        self.flush_vifs();
+        self.lro_armed = None;
+        self.arm_lro_timer();
+        Ok(())
+    }
+
+    fn settings_json(&self) -> serde_json::Value {
+        json!({
+            "port": self.testbed.dd_if,
+            "lro": self.lro.as_ref().map(|l| l.config().policy.to_string()).unwrap_or_else(|| "off".into()),
+            "mode": self.lro_mode,
+            "bo": self.cfg.bo,
+        })
     }
 
     pub fn stat_json(&mut self) -> serde_json::Value {
@@ -1052,6 +1276,8 @@ impl Daemon {
             "daemon": self.stats,
             "pnic": pnic,
             "bridge": b,
+            "settings": self.settings_json(),
+            "lro": self.lro.as_ref().map(Lro::stats),
             "grant": self.hv.stats(),
             "vifs": vifs,
         })
@@ -1059,6 +1285,13 @@ impl Daemon {
 
     /// Stops guests and removes everything the run created.
     pub fn shutdown(&mut self) {
+        // What the engine still holds goes to the guests before they stop.
+        if let Some(mut l) = self.lro.take() {
+            let mut out = std::mem::take(&mut self.lro_out);
+            l.flush_all(rdtsc(), &mut out);
+            self.route_all(&mut out);
+            self.flush_vifs();
+        }
         for v in self.vifs.values() {
             if let Some(s) = v.ctl.as_ref() {
                 let _ = ctl::send(s.as_fd(), &ToGuest::Shutdown, &[]);

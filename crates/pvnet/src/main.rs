@@ -50,6 +50,25 @@ enum Cmd {
         /// CPU for the driver domain and guests (the receiving CPU); -1 = no pinning.
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         cpu: i64,
+        #[command(flatten)]
+        lro: LroArgs,
+    },
+    /// Change the data path of a running system: aggregation policy, representation, BO.
+    Set {
+        #[arg(long)]
+        id: Option<String>,
+        /// The physical port (default: the run's only one).
+        #[arg(long)]
+        port: Option<String>,
+        /// `off`, or a flush policy: `poll`, `every:N`, `timeout:USEC`, `adaptive`.
+        #[arg(long)]
+        lro: Option<String>,
+        /// Aggregate representation: `skb` (chain of receive buffers) or `page` (fragments).
+        #[arg(long)]
+        lro_mode: Option<String>,
+        /// Bridge optimization: forward skb-mode aggregates without linearizing them.
+        #[arg(long, value_parser = on_off)]
+        bo: Option<bool>,
     },
     /// Stop a run and remove everything it created.
     Down {
@@ -99,6 +118,51 @@ enum Cmd {
         #[arg(long)]
         ctl_fd: i32,
     },
+}
+
+/// Aggregation settings of `up`.
+#[derive(clap::Args, Clone, Debug)]
+struct LroArgs {
+    /// Receive aggregation at the physical port: `off`, or a flush policy: `poll` (every
+    /// poll, seed 000's LRO), `every:N` (every Nth poll, DA), `timeout:USEC`, `adaptive`.
+    #[arg(long, default_value = "off")]
+    lro: String,
+    /// Aggregate representation: `skb` (chain of receive buffers) or `page` (fragments).
+    #[arg(long, default_value = "skb")]
+    lro_mode: String,
+    /// Bridge optimization: forward skb-mode aggregates without linearizing them.
+    #[arg(long)]
+    bo: bool,
+    /// Whether guests advertise GSO (`off`: aggregates are cut back into segments for them).
+    #[arg(long, value_parser = on_off, default_value = "on", action = clap::ArgAction::Set)]
+    guest_gso: bool,
+}
+
+fn on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "1" | "true" | "yes" => Ok(true),
+        "off" | "0" | "false" | "no" => Ok(false),
+        _ => Err(format!("expected on or off, got {s:?}")),
+    }
+}
+
+fn parse_lro_mode(s: &str) -> Result<pvnet_dd::lro::Mode> {
+    s.parse()
+        .map_err(|e| anyhow!("--lro-mode {s:?}: {e} (expected skb or page)"))
+}
+
+impl LroArgs {
+    fn settings(&self) -> Result<Option<daemon::LroSettings>> {
+        let mode = parse_lro_mode(&self.lro_mode)?;
+        if self.lro == "off" {
+            return Ok(None);
+        }
+        let policy = self
+            .lro
+            .parse()
+            .map_err(|e| anyhow!("--lro {:?}: {e}", self.lro))?;
+        Ok(Some(daemon::LroSettings { policy, mode }))
+    }
 }
 
 #[derive(Subcommand)]
@@ -178,7 +242,9 @@ fn run(cli: Cli) -> Result<()> {
             attach,
             foreground,
             cpu,
+            lro,
         } => {
+            let settings = lro.settings()?;
             need_root("up")?;
             if guests == 0 && mode == Mode::Xen && attach == 0 {
                 bail!("--guests must be at least 1");
@@ -197,7 +263,13 @@ fn run(cli: Cli) -> Result<()> {
                 budget,
                 cpu: usize::try_from(cpu).ok(),
                 rps: true,
+                lro: settings,
+                bo: lro.bo,
+                guest_gso: lro.guest_gso,
             };
+            if mode == Mode::Linux && (settings.is_some() || lro.bo) {
+                bail!("--lro and --bo need the driver domain (--mode xen)");
+            }
             if rundir::run_dir(&cfg.id).exists() {
                 bail!(
                     "a run with id {} exists already (see `pvnet info --id {}`)",
@@ -234,6 +306,49 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 print_stat(&v);
             }
+            Ok(())
+        }
+        Cmd::Set {
+            id,
+            port,
+            lro,
+            lro_mode,
+            bo,
+        } => {
+            let mode = lro_mode.as_deref().map(parse_lro_mode).transpose()?;
+            if let Some(l) = lro.as_deref().filter(|l| *l != "off") {
+                l.parse::<pvnet_dd::lro::Policy>()
+                    .map_err(|e| anyhow!("--lro {l:?}: {e}"))?;
+            }
+            if lro.is_none() && mode.is_none() && bo.is_none() {
+                bail!("nothing to set: give --lro, --lro-mode or --bo");
+            }
+            need_root("set")?;
+            let id = rundir::pick_run(id.as_deref())?;
+            let v = daemon::admin_call(
+                &id,
+                &AdminRequest::Set(daemon::SetRequest {
+                    port,
+                    lro,
+                    mode,
+                    bo,
+                }),
+            )?;
+            if v["ok"].as_bool() != Some(true) {
+                bail!("{}", v["error"].as_str().unwrap_or("the daemon refused"));
+            }
+            let st = &v["settings"];
+            println!(
+                "pvnet: {}: lro {}, mode {}, bo {}",
+                st["port"].as_str().unwrap_or("?"),
+                st["lro"].as_str().unwrap_or("?"),
+                st["mode"].as_str().unwrap_or("?"),
+                if st["bo"].as_bool() == Some(true) {
+                    "on"
+                } else {
+                    "off"
+                }
+            );
             Ok(())
         }
         Cmd::Info { id } => {
@@ -390,7 +505,7 @@ fn print_stat(v: &serde_json::Value) {
         if let Some(m) = o.as_object() {
             let parts: Vec<String> = m
                 .iter()
-                .filter(|(_, v)| v.as_u64() != Some(0))
+                .filter(|(_, v)| v.as_u64() != Some(0) && !v.is_object() && !v.is_null())
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
             println!("  {prefix:<9} {}", parts.join(" "));
@@ -400,6 +515,12 @@ fn print_stat(v: &serde_json::Value) {
     flat("pnic", &v["pnic"]);
     flat("grant", &v["grant"]);
     flat("bridge", &v["bridge"]);
+    flat("settings", &v["settings"]);
+    if v["lro"].is_object() {
+        flat("lro", &v["lro"]);
+        flat("  flush", &v["lro"]["flush"]);
+        flat("  latency", &v["lro"]["flush_latency"]);
+    }
     if let Some(vifs) = v["vifs"].as_array() {
         for vif in vifs {
             println!(

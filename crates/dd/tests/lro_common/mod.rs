@@ -1,0 +1,340 @@
+//! Helpers of the LRO tests: a frame builder for IPv4 and IPv6 TCP segments whose checksums
+//! come from a deliberately slow RFC 1071 sum, independent checks of the checksums, and the
+//! oracle that turns engine output back into (seq, payload) per flow.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use pvnet_dd::lro::{segment, Config, Lro, Mode, Policy};
+use pvnet_dd::packet::Packet;
+use pvnet_wire::flow::{parse_tcp, FlowKey};
+use pvnet_wire::vnet::{self, VirtioNetHdr};
+
+pub const ACK: u8 = 0x10;
+pub const PSH: u8 = 0x08;
+pub const FIN: u8 = 0x01;
+pub const SYN: u8 = 0x02;
+pub const RST: u8 = 0x04;
+pub const URG: u8 = 0x20;
+pub const ECE: u8 = 0x40;
+pub const CWR: u8 = 0x80;
+
+pub const MAC_DST: [u8; 6] = [0x00, 0x16, 0x3e, 0x00, 0x00, 0x0a];
+pub const MAC_SRC: [u8; 6] = [0x00, 0x16, 0x3e, 0x00, 0x00, 0x0b];
+pub const SRC4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+pub const DST4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
+pub const TIMESTAMP: [u8; 12] = [1, 1, 8, 10, 0, 0, 0x30, 0x39, 0xde, 0xad, 0xbe, 0xef];
+
+pub fn src6() -> Ipv6Addr {
+    "fd00::1".parse().unwrap()
+}
+
+pub fn dst6() -> Ipv6Addr {
+    "fd00::2".parse().unwrap()
+}
+
+/// A TCP segment to build.
+#[derive(Clone, Debug)]
+pub struct Seg {
+    pub v6: bool,
+    pub dst_mac: [u8; 6],
+    pub src_mac: [u8; 6],
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: u8,
+    pub window: u16,
+    pub payload: Vec<u8>,
+    pub ip_id: u16,
+    pub ttl: u8,
+    pub tos: u8,
+    pub df: bool,
+    /// IPv4 MF bit.
+    pub more_frags: bool,
+    /// TCP option bytes (a multiple of 4).
+    pub options: Vec<u8>,
+    /// IPv4 option bytes (a multiple of 4).
+    pub ip_options: Vec<u8>,
+    /// IPv6: a hop-by-hop extension header (8 bytes) before TCP.
+    pub hop_by_hop: bool,
+    /// Pad the frame to this length (Ethernet minimum is 60).
+    pub pad_to: usize,
+}
+
+impl Seg {
+    pub fn v4(seq: u32, payload: &[u8]) -> Seg {
+        Seg {
+            v6: false,
+            dst_mac: MAC_DST,
+            src_mac: MAC_SRC,
+            src_port: 40000,
+            dst_port: 5001,
+            seq,
+            ack: 7,
+            flags: ACK,
+            window: 501,
+            payload: payload.to_vec(),
+            ip_id: 100,
+            ttl: 64,
+            tos: 0,
+            df: true,
+            more_frags: false,
+            options: TIMESTAMP.to_vec(),
+            ip_options: Vec::new(),
+            hop_by_hop: false,
+            pad_to: 60,
+        }
+    }
+
+    pub fn v6(seq: u32, payload: &[u8]) -> Seg {
+        Seg {
+            v6: true,
+            ..Seg::v4(seq, payload)
+        }
+    }
+
+    pub fn with(mut self, f: impl FnOnce(&mut Seg)) -> Seg {
+        f(&mut self);
+        self
+    }
+
+    /// The Ethernet frame, checksums correct.
+    pub fn build(&self) -> Vec<u8> {
+        let tcp_len = 20 + self.options.len() + self.payload.len();
+        let mut tcp = vec![0u8; 20];
+        tcp[0..2].copy_from_slice(&self.src_port.to_be_bytes());
+        tcp[2..4].copy_from_slice(&self.dst_port.to_be_bytes());
+        tcp[4..8].copy_from_slice(&self.seq.to_be_bytes());
+        tcp[8..12].copy_from_slice(&self.ack.to_be_bytes());
+        tcp[12] = (((20 + self.options.len()) / 4) as u8) << 4;
+        tcp[13] = self.flags;
+        tcp[14..16].copy_from_slice(&self.window.to_be_bytes());
+        tcp.extend_from_slice(&self.options);
+        tcp.extend_from_slice(&self.payload);
+        let mut pseudo = Vec::new();
+        let mut f = Vec::new();
+        f.extend_from_slice(&self.dst_mac);
+        f.extend_from_slice(&self.src_mac);
+        if self.v6 {
+            f.extend_from_slice(&0x86ddu16.to_be_bytes());
+            let ext = if self.hop_by_hop { 8 } else { 0 };
+            let mut ip = vec![0u8; 40];
+            ip[0] = 0x60 | (self.tos >> 4);
+            ip[1] = self.tos << 4;
+            ip[4..6].copy_from_slice(&((tcp_len + ext) as u16).to_be_bytes());
+            ip[6] = if self.hop_by_hop { 0 } else { 6 };
+            ip[7] = self.ttl;
+            ip[8..24].copy_from_slice(&src6().octets());
+            ip[24..40].copy_from_slice(&dst6().octets());
+            f.extend_from_slice(&ip);
+            if self.hop_by_hop {
+                f.extend_from_slice(&[6, 0, 1, 4, 0, 0, 0, 0]);
+            }
+            pseudo.extend_from_slice(&src6().octets());
+            pseudo.extend_from_slice(&dst6().octets());
+            pseudo.extend_from_slice(&(tcp_len as u32).to_be_bytes());
+            pseudo.extend_from_slice(&[0, 0, 0, 6]);
+        } else {
+            f.extend_from_slice(&0x0800u16.to_be_bytes());
+            let hl = 20 + self.ip_options.len();
+            let mut ip = vec![0u8; 20];
+            ip[0] = 0x40 | (hl / 4) as u8;
+            ip[1] = self.tos;
+            ip[2..4].copy_from_slice(&((hl + tcp_len) as u16).to_be_bytes());
+            ip[4..6].copy_from_slice(&self.ip_id.to_be_bytes());
+            ip[6] = if self.df { 0x40 } else { 0 } | if self.more_frags { 0x20 } else { 0 };
+            ip[8] = self.ttl;
+            ip[9] = 6;
+            ip[12..16].copy_from_slice(&SRC4.octets());
+            ip[16..20].copy_from_slice(&DST4.octets());
+            ip.extend_from_slice(&self.ip_options);
+            let c = !slow_sum(&ip);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+            f.extend_from_slice(&ip);
+            pseudo.extend_from_slice(&SRC4.octets());
+            pseudo.extend_from_slice(&DST4.octets());
+            pseudo.extend_from_slice(&[0, 6]);
+            pseudo.extend_from_slice(&(tcp_len as u16).to_be_bytes());
+        }
+        pseudo.extend_from_slice(&tcp);
+        let c = !slow_sum(&pseudo);
+        tcp[16..18].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&tcp);
+        if f.len() < self.pad_to {
+            f.resize(self.pad_to, 0);
+        }
+        f
+    }
+
+    /// The frame as a local sender hands it over with a partial checksum: the TCP check field
+    /// holds the folded pseudo-header sum, vnet `NEEDS_CSUM`.
+    pub fn build_partial(&self) -> (Vec<u8>, VirtioNetHdr) {
+        let mut f = self.build();
+        let m = parse_tcp(&f).unwrap();
+        let tcp_len = m.l3_end() - m.l4_off;
+        let mut pseudo = Vec::new();
+        if self.v6 {
+            pseudo.extend_from_slice(&src6().octets());
+            pseudo.extend_from_slice(&dst6().octets());
+            pseudo.extend_from_slice(&(tcp_len as u32).to_be_bytes());
+            pseudo.extend_from_slice(&[0, 0, 0, 6]);
+        } else {
+            pseudo.extend_from_slice(&SRC4.octets());
+            pseudo.extend_from_slice(&DST4.octets());
+            pseudo.extend_from_slice(&[0, 6]);
+            pseudo.extend_from_slice(&(tcp_len as u16).to_be_bytes());
+        }
+        let seed = slow_sum(&pseudo);
+        f[m.l4_off + 16..m.l4_off + 18].copy_from_slice(&seed.to_be_bytes());
+        let vnet = VirtioNetHdr {
+            flags: vnet::F_NEEDS_CSUM,
+            csum_start: m.l4_off as u16,
+            csum_offset: 16,
+            ..VirtioNetHdr::default()
+        };
+        (f, vnet)
+    }
+
+    /// Payload offset in the built frame.
+    pub fn payload_off(&self) -> usize {
+        let l4 = if self.v6 {
+            54
+        } else {
+            34 + self.ip_options.len()
+        };
+        l4 + 20 + self.options.len()
+    }
+}
+
+/// RFC 1071 reference: 16-bit words one at a time, end-around carry after every add.
+pub fn slow_sum(data: &[u8]) -> u16 {
+    let mut s: u32 = 0;
+    let mut i = 0;
+    while i < data.len() {
+        let hi = u32::from(data[i]) << 8;
+        let lo = data.get(i + 1).map_or(0, |&b| u32::from(b));
+        s += hi | lo;
+        if s > 0xffff {
+            s = (s & 0xffff) + 1;
+        }
+        i += 2;
+    }
+    s as u16
+}
+
+/// The IPv4 header checksum of an Ethernet frame is valid (true for IPv6).
+pub fn ip_csum_ok(f: &[u8]) -> bool {
+    if f[12..14] == [0x86, 0xdd] {
+        return true;
+    }
+    let hl = usize::from(f[14] & 0x0f) * 4;
+    slow_sum(&f[14..14 + hl]) == 0xffff
+}
+
+/// The TCP checksum of an Ethernet frame (no extension headers) is valid, computed from the
+/// raw bytes with the slow sum.
+pub fn tcp_csum_ok(f: &[u8]) -> bool {
+    let mut pseudo = Vec::new();
+    let (l4, end) = if f[12..14] == [0x86, 0xdd] {
+        let end = 54 + usize::from(u16::from_be_bytes([f[18], f[19]]));
+        pseudo.extend_from_slice(&f[22..54]);
+        pseudo.extend_from_slice(&((end - 54) as u32).to_be_bytes());
+        pseudo.extend_from_slice(&[0, 0, 0, 6]);
+        (54, end)
+    } else {
+        let l4 = 14 + usize::from(f[14] & 0x0f) * 4;
+        let end = 14 + usize::from(u16::from_be_bytes([f[16], f[17]]));
+        pseudo.extend_from_slice(&f[26..34]);
+        pseudo.extend_from_slice(&[0, 6]);
+        pseudo.extend_from_slice(&((end - l4) as u16).to_be_bytes());
+        (l4, end)
+    };
+    pseudo.extend_from_slice(&f[l4..end]);
+    slow_sum(&pseudo) == 0xffff
+}
+
+/// Completes a GSO packet's partial checksum over the whole (linearized) packet, the way the
+/// receiving stack does, and returns the bytes.
+pub fn complete(p: &Packet) -> Vec<u8> {
+    assert!(p.vnet.needs_csum());
+    let mut b = p.to_vec();
+    let start = usize::from(p.vnet.csum_start);
+    let at = start + usize::from(p.vnet.csum_offset);
+    let c = !slow_sum(&b[start..]);
+    b[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    b
+}
+
+/// Flow of an output or input: (v6, source port).
+pub type Flow = (bool, u16);
+
+/// (seq, payload) of every TCP frame in `pkts`, per flow, GSO packets re-segmented.
+pub fn per_flow(pkts: &[Packet]) -> BTreeMap<Flow, Vec<(u32, Vec<u8>)>> {
+    let mut m: BTreeMap<Flow, Vec<(u32, Vec<u8>)>> = BTreeMap::new();
+    for p in pkts {
+        for s in segment(p).expect("engine output re-segments") {
+            let f = s.to_vec();
+            if let Ok(t) = parse_tcp(&f) {
+                m.entry((t.is_ipv6(), t.key.src_port))
+                    .or_default()
+                    .push((t.seq, f[t.payload_off..t.l3_end()].to_vec()));
+            }
+        }
+    }
+    m
+}
+
+/// (seq, payload) of every TCP frame in `pkts`, per 4-tuple, GSO packets re-segmented.
+pub fn per_tuple(pkts: &[Packet]) -> BTreeMap<FlowKey, Vec<(u32, Vec<u8>)>> {
+    let mut m: BTreeMap<FlowKey, Vec<(u32, Vec<u8>)>> = BTreeMap::new();
+    for p in pkts {
+        for s in segment(p).expect("engine output re-segments") {
+            let f = s.to_vec();
+            if let Ok(t) = parse_tcp(&f) {
+                m.entry(t.key)
+                    .or_default()
+                    .push((t.seq, f[t.payload_off..t.l3_end()].to_vec()));
+            }
+        }
+    }
+    m
+}
+
+/// An engine whose clock runs in microseconds.
+pub fn engine(mode: Mode, policy: Policy) -> Lro {
+    Lro::new(Config {
+        mode,
+        policy,
+        max_flows: 32,
+        ticks_per_us: 1,
+    })
+}
+
+pub fn no_vnet() -> VirtioNetHdr {
+    VirtioNetHdr::default()
+}
+
+/// `n` bytes of a recognisable pattern starting at `from`.
+pub fn bytes(from: u32, n: usize) -> Vec<u8> {
+    (0..n as u32)
+        .map(|i| (from.wrapping_add(i) % 251) as u8)
+        .collect()
+}
+
+/// `count` consecutive segments of `mss` payload bytes from `seq`, IPv4 ID counting up by one.
+pub fn stream(v6: bool, seq: u32, mss: usize, count: usize) -> Vec<Seg> {
+    (0..count)
+        .map(|i| {
+            let sq = seq.wrapping_add((i * mss) as u32);
+            let s = if v6 {
+                Seg::v6(sq, &bytes(sq, mss))
+            } else {
+                Seg::v4(sq, &bytes(sq, mss))
+            };
+            s.with(|s| s.ip_id = 100 + i as u16)
+        })
+        .collect()
+}
