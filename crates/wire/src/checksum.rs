@@ -13,26 +13,21 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use crate::{ipv4, ipv6, Error};
 
 /// One's-complement sum of `data` as big-endian 16-bit words, an odd trailing byte padded with
-/// zero. Eight bytes per step: the sum of 64-bit words with end-around carry is congruent to the
-/// 16-bit sum modulo 0xffff (2^16 ≡ 1), so folding it gives the same result.
+/// zero. Adds native-endian 32-bit words into a 64-bit accumulator (no carries to chase, so the
+/// loop vectorizes): 2^16 ≡ 1 modulo 0xffff, so folding gives the 16-bit sum of native-endian
+/// words, and the one's-complement sum is byte-order independent (RFC 1071 §2(B)): swapping the
+/// folded result's bytes gives the big-endian sum. 2^32 words of 2^32 - 1 cannot overflow.
 pub fn sum(data: &[u8]) -> u32 {
     let mut acc: u64 = 0;
-    let mut chunks = data.chunks_exact(8);
+    let mut chunks = data.chunks_exact(4);
     for c in &mut chunks {
-        let w = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        let (s, carry) = acc.overflowing_add(w);
-        acc = s + u64::from(carry);
+        acc += u64::from(u32::from_ne_bytes([c[0], c[1], c[2], c[3]]));
     }
-    let mut tail = chunks.remainder().chunks_exact(2);
-    let mut t: u64 = 0;
-    for w in &mut tail {
-        t += u64::from(u16::from_be_bytes([w[0], w[1]]));
-    }
-    if let [last] = tail.remainder() {
-        t += u64::from(*last) << 8;
-    }
-    let (s, carry) = acc.overflowing_add(t);
-    fold64_to_32(s + u64::from(carry))
+    let rem = chunks.remainder();
+    let mut tail = [0u8; 4];
+    tail[..rem.len()].copy_from_slice(rem);
+    acc += u64::from(u32::from_ne_bytes(tail));
+    u32::from(u16::from_be(fold(acc)))
 }
 
 fn fold64_to_32(s: u64) -> u32 {
