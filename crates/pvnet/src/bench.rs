@@ -119,6 +119,7 @@ fn daemon_config(config: &str) -> DaemonConfig {
         guests: 1,
         lro,
         bo,
+        sender_cpu: Some(TX_CPU),
         ..DaemonConfig::default()
     }
 }

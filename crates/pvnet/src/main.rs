@@ -50,6 +50,10 @@ enum Cmd {
         /// CPU for the driver domain and guests (the receiving CPU); -1 = no pinning.
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         cpu: i64,
+        /// The CPU your traffic sender runs on: the remote host's input (ACKs) is steered
+        /// there, so the sender's work is not charged to the receiving CPU.
+        #[arg(long)]
+        sender_cpu: Option<usize>,
         #[command(flatten)]
         lro: LroArgs,
     },
@@ -242,6 +246,7 @@ fn run(cli: Cli) -> Result<()> {
             attach,
             foreground,
             cpu,
+            sender_cpu,
             lro,
         } => {
             let settings = lro.settings()?;
@@ -263,6 +268,7 @@ fn run(cli: Cli) -> Result<()> {
                 budget,
                 cpu: usize::try_from(cpu).ok(),
                 rps: true,
+                sender_cpu,
                 lro: settings,
                 bo: lro.bo,
                 guest_gso: lro.guest_gso,

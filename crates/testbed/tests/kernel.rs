@@ -329,6 +329,7 @@ fn testbed_native_tcp() {
         guests: 2,
         mtu: 1500,
         rps_cpu: Some(0),
+        remote_rps_cpu: (pvnet_testbed::cpu::nr_cpus() > 1).then_some(1),
     };
     let names: Vec<String> = ["remote", "dd", "g0", "g1"]
         .iter()
@@ -365,6 +366,15 @@ fn testbed_native_tcp() {
         })
         .unwrap();
     assert_eq!(sys::get_rps_cpus(&tb.dd, &tb.dd_if, 0).unwrap(), 1);
+    let want_remote = if pvnet_testbed::cpu::nr_cpus() > 1 {
+        2
+    } else {
+        0
+    };
+    assert_eq!(
+        sys::get_rps_cpus(&tb.remote, &tb.remote_if, 0).unwrap(),
+        want_remote
+    );
     for g in &tb.guests {
         assert_eq!(g.run(|| link::link_names().unwrap()).unwrap(), vec!["lo"]);
     }
@@ -438,6 +448,7 @@ fn testbed_rollback_and_cleanup_run() {
         guests: 1,
         mtu: 1500,
         rps_cpu: None,
+        remote_rps_cpu: None,
     })
     .unwrap_err();
     assert!(err.to_string().contains("already exists"), "{err}");
