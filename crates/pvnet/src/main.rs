@@ -193,6 +193,9 @@ enum PerfCmd {
         /// Stop after this many bytes.
         #[arg(long)]
         bytes: Option<u64>,
+        /// Pace the sender at this many Mbit/s (a wire of that speed).
+        #[arg(long)]
+        pace: Option<u64>,
     },
     /// ICMP echo; prints sent/received/RTTs as JSON; fails unless every echo is answered.
     Ping {
@@ -568,6 +571,7 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             duration,
             msg_size,
             bytes,
+            pace,
         } => {
             if msg_size == 0 || duration <= 0.0 {
                 bail!("--msg-size and --duration must be positive");
@@ -576,7 +580,11 @@ fn perf(cmd: PerfCmd) -> Result<()> {
                 msg_size,
                 duration: Duration::from_secs_f64(duration),
                 max_bytes: bytes,
+                pace_mbps: pace,
             };
+            if pace == Some(0) {
+                bail!("--pace must be positive (Mbit/s)");
+            }
             let out = stream::stream_send_outcome(resolve(&to, port)?, &opts)?;
             println!(
                 "{}",
