@@ -94,6 +94,9 @@ pub struct DaemonConfig {
     /// Whether the guests' netfronts advertise GSO.
     #[serde(default = "yes")]
     pub guest_gso: bool,
+    /// GRO on the physical port's veth end (the `linux-gro` bench configuration).
+    #[serde(default)]
+    pub gro: bool,
 }
 
 fn yes() -> bool {
@@ -120,6 +123,7 @@ impl Default for DaemonConfig {
             lro: None,
             bo: false,
             guest_gso: true,
+            gro: false,
         }
     }
 }
@@ -295,6 +299,7 @@ impl Daemon {
             guests,
             mtu: 1500,
             rps_cpu: if cfg.rps { cfg.cpu } else { None },
+            gro: cfg.gro,
         })?;
         if let Some(c) = cfg.cpu {
             pvnet_testbed::cpu::pin_current_thread(c)?;

@@ -50,6 +50,9 @@ enum Cmd {
         /// CPU for the driver domain and guests (the receiving CPU); -1 = no pinning.
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         cpu: i64,
+        /// Leave GRO on on the physical port's veth end (off by default; `linux-gro` in bench).
+        #[arg(long)]
+        gro: bool,
         #[command(flatten)]
         lro: LroArgs,
     },
@@ -242,6 +245,7 @@ fn run(cli: Cli) -> Result<()> {
             attach,
             foreground,
             cpu,
+            gro,
             lro,
         } => {
             let settings = lro.settings()?;
@@ -266,6 +270,7 @@ fn run(cli: Cli) -> Result<()> {
                 lro: settings,
                 bo: lro.bo,
                 guest_gso: lro.guest_gso,
+                gro,
             };
             if mode == Mode::Linux && (settings.is_some() || lro.bo) {
                 bail!("--lro and --bo need the driver domain (--mode xen)");
