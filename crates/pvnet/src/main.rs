@@ -431,6 +431,15 @@ pub fn start_daemon(cfg: &DaemonConfig, detach: bool) -> Result<rundir::RunInfo>
                 Ok(())
             });
         }
+    } else {
+        // SAFETY: prctl is async-signal-safe. An attached daemon (bench) gets SIGTERM, and so
+        // tears its testbed down, if the process that started it dies without `down`.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
     }
     let mut child = cmd.spawn().context("starting the daemon")?;
     let deadline = Instant::now() + Duration::from_secs(60);

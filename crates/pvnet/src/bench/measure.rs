@@ -85,6 +85,8 @@ pub struct Sample {
     pub rr_tps: f64,
     pub rr_p50_us: f64,
     pub rr_p99_us: f64,
+    /// Other pvnet runs that were up during the stream or TCP_RR (their load skews the figures).
+    pub concurrent_runs: Vec<String>,
     /// Wall-clock seconds of the whole repetition, testbed set-up and teardown included.
     pub wall_seconds: f64,
     pub errors: Vec<String>,
@@ -152,6 +154,7 @@ fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Resul
     guest_pids.push(server.pid());
     let mut all = guest_pids.clone();
     all.push(info.pid);
+    note_others(&mut s, &info.id);
     let snmp_before = tcp_counters(&remote)?;
     let rx_before = cpu::sample(RX_CPU, &all)?;
     let tx_before = cpu::sample(TX_CPU, &[])?;
@@ -249,6 +252,7 @@ fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Resul
     let mut server = start_builtin_server(&exe, &rx)?;
     wait_listening(&rx, &mut server)?;
     progress.phase("TCP_RR", p.rr_seconds);
+    note_others(&mut s, &info.id);
     let out = child::output(
         child::pinned(remote.command(&exe), TX_CPU).args([
             "perf",
@@ -279,6 +283,15 @@ fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Resul
         )),
     }
     Ok(s)
+}
+
+/// Records the other pvnet runs that are up besides `own`.
+fn note_others(s: &mut Sample, own: &str) {
+    for id in crate::rundir::list_runs() {
+        if id != own && !s.concurrent_runs.contains(&id) {
+            s.concurrent_runs.push(id);
+        }
+    }
 }
 
 /// iperf3 takes whole seconds.

@@ -301,6 +301,9 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         println!("{}", report::sweep_table(&run.summary, reps).text());
     }
     println!("{}\n", report::limit_note(&run.summary, args.msg_size));
+    if let Some(w) = report::concurrency_warning(&run) {
+        eprintln!("pvnet bench: warning: {w}");
+    }
     write_outputs(&run, &out, args.json.as_deref())?;
     eprintln!(
         "pvnet bench: {:.0} s; wrote {}/report.md, results.json, throughput.svg, cycles.svg{}",
@@ -379,6 +382,7 @@ pub fn results_json(run: &Run) -> Value {
         "order": run.configs,
         "configs": configs,
         "sweep": sweep,
+        "warnings": report::concurrency_warning(run).into_iter().collect::<Vec<_>>(),
         "samples": run.samples,
     })
 }
@@ -417,4 +421,35 @@ fn write_outputs(run: &Run, out: &Path, json_copy: Option<&Path>) -> Result<()> 
         plot::sweep(&out.join("sweep.svg"), &points, &refs).context("sweep.svg")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_errors_get_a_hint() {
+        let e = |m: &str| {
+            format!(
+                "{:#}",
+                explain_start_error(anyhow::anyhow!("{}", m.to_string()), "xen")
+            )
+        };
+        let s = e("the daemon exited: namespace pvnet-abc123-dd already exists");
+        assert!(
+            s.starts_with("configuration xen: the testbed did not start"),
+            "{s}"
+        );
+        assert!(
+            s.contains("already in use") && s.contains("pvnet down --all"),
+            "{s}"
+        );
+        let s = e("creating veth pair a <-> b: Operation not supported (os error 95)");
+        assert!(
+            s.contains("kernel feature is missing") && s.contains("CONFIG_VETH"),
+            "{s}"
+        );
+        assert!(e("bind: Address already in use").contains("port is already in use"));
+        assert!(e("something else").ends_with("something else"));
+    }
 }

@@ -237,6 +237,30 @@ pub fn limit_note(cs: &[ConfigSummary], msg_size: usize) -> String {
     s
 }
 
+/// A warning when measured repetitions ran beside other pvnet runs (whose load skews them).
+pub fn concurrency_warning(run: &Run) -> Option<String> {
+    let skewed: Vec<&super::measure::Sample> = run
+        .samples
+        .iter()
+        .filter(|s| !s.warmup && !s.concurrent_runs.is_empty())
+        .collect();
+    if skewed.is_empty() {
+        return None;
+    }
+    let mut ids: Vec<&str> = skewed
+        .iter()
+        .flat_map(|s| s.concurrent_runs.iter().map(String::as_str))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    Some(format!(
+        "{} of {} measured repetitions ran while other pvnet runs were up ({}): they shared the CPUs, so those figures are skewed.",
+        skewed.len(),
+        run.samples.iter().filter(|s| !s.warmup).count(),
+        ids.join(", ")
+    ))
+}
+
 /// The whole `report.md`.
 pub fn markdown(run: &Run) -> String {
     let p = &run.params;
