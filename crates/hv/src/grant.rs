@@ -543,10 +543,13 @@ impl Domain {
         active.store(n & !ACTIVE_LOCK, Ordering::Release);
     }
 
-    /// Validates one copy op and runs `f` on the pinned page at `offset`.
+    /// Validates one copy op and runs `f` on the pinned page at `offset`. The grant stays
+    /// pinned in `held` for the next op of the batch: when that op names the same grant, it is
+    /// not pinned again (Xen's `gnttab_copy` keeps its buffer claimed the same way).
     fn copy_one(
         &self,
         op: OpSpec,
+        held: &mut Held,
         l: &mut GrantStatsSnapshot,
         f: impl FnOnce(*mut u8),
     ) -> GntStatus {
@@ -567,9 +570,18 @@ impl Domain {
             return GntStatus::BadGntref;
         }
         let bits = if to_guest { GTF_WRITING } else { GTF_READING };
-        let frame = match self.pin(caller, gref.0, bits, to_guest) {
-            Ok(frame) => frame,
-            Err(e) => return e.record(l),
+        let frame = match held.pinned {
+            Some((r, b, frame)) if r == gref.0 && b == bits => frame,
+            _ => {
+                self.release(held);
+                match self.pin(caller, gref.0, bits, to_guest) {
+                    Ok(frame) => {
+                        held.pinned = Some((gref.0, bits, frame));
+                        frame
+                    }
+                    Err(e) => return e.record(l),
+                }
+            }
         };
         let page = self
             .table
@@ -577,13 +589,27 @@ impl Domain {
             .page_ptr(Pfn(frame))
             .expect("frame checked by pin");
         // SAFETY: offset + len <= PAGE_SIZE was checked, so the pointer and the `len` bytes after
-        // it lie within the page.
+        // it lie within the page, which stays pinned while `held` holds it.
         f(unsafe { page.add(offset) });
-        self.unpin(gref.0, bits);
         l.copy_bytes += len as u64;
         GntStatus::Okay
     }
+
+    /// Unpins what a batch still holds.
+    fn release(&self, held: &mut Held) {
+        if let Some((r, bits, _)) = held.pinned.take() {
+            self.unpin(r, bits);
+        }
+    }
 }
+
+/// The grant a copy batch holds pinned between ops: (reference, pin bits, frame).
+#[derive(Default)]
+struct Held {
+    pinned: Option<(u32, u16, u32)>,
+}
+
+impl Domain {}
 
 /// One `GNTTABOP_copy` op from a local buffer into a granted guest page.
 #[derive(Debug)]
@@ -682,6 +708,7 @@ impl Hypervisor {
             ..Default::default()
         };
         let dom = self.domain(target);
+        let mut held = Held::default();
         for op in ops.iter_mut() {
             op.status = match &dom {
                 None => {
@@ -697,13 +724,16 @@ impl Hypervisor {
                         len: src.len(),
                         to_guest: true,
                     };
-                    d.copy_one(spec, &mut l, |dst| {
+                    d.copy_one(spec, &mut held, &mut l, |dst| {
                         // SAFETY: `dst` is valid for `src.len()` bytes of the pinned guest page
                         // (checked in copy_one); `src` is a local slice, not guest memory.
                         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) }
                     })
                 }
             };
+        }
+        if let Some(d) = &dom {
+            d.release(&mut held);
         }
         self.stats.flush(&l);
     }
@@ -717,6 +747,7 @@ impl Hypervisor {
             ..Default::default()
         };
         let dom = self.domain(target);
+        let mut held = Held::default();
         for op in ops.iter_mut() {
             op.status = match &dom {
                 None => {
@@ -733,13 +764,16 @@ impl Hypervisor {
                         len,
                         to_guest: false,
                     };
-                    d.copy_one(spec, &mut l, |src| {
+                    d.copy_one(spec, &mut held, &mut l, |src| {
                         // SAFETY: `src` is valid for `len` bytes of the pinned guest page
                         // (checked in copy_one); `dst` is a local slice, not guest memory.
                         unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), len) }
                     })
                 }
             };
+        }
+        if let Some(d) = &dom {
+            d.release(&mut held);
         }
         self.stats.flush(&l);
     }
@@ -1012,6 +1046,43 @@ mod tests {
         // The pin is gone again.
         assert_eq!(f.gt.entry(r).flags, GTF_PERMIT_ACCESS);
         assert!(f.gt.end_access(r));
+    }
+
+    #[test]
+    fn a_batch_pins_a_grant_once_per_run_of_ops_and_releases_every_pin() {
+        let mut f = fixture();
+        let a = grant(&mut f, 10, false);
+        let b = grant(&mut f, 11, false);
+        let ro = grant(&mut f, 12, true);
+        let mut ops: Vec<CopyToGuest<'_>> = [
+            (a, 0, &b"aa"[..]),
+            (a, 2, b"AA"),
+            (b, 0, b"bb"),
+            (ro, 0, b"xx"),
+            (a, 4, b"a!"),
+        ]
+        .into_iter()
+        .map(|(gref, offset, src)| CopyToGuest {
+            src,
+            gref,
+            offset,
+            status: GntStatus::Eagain,
+        })
+        .collect();
+        f.hv.copy_to_guest(DomId::DRIVER, GUEST, &mut ops);
+        let st: Vec<GntStatus> = ops.iter().map(|o| o.status).collect();
+        use GntStatus::*;
+        assert_eq!(st, [Okay, Okay, Okay, GeneralError, Okay]);
+        let mut out = [0u8; 6];
+        f.mem.read(Pfn(10), 0, &mut out).unwrap();
+        assert_eq!(&out, b"aaAAa!");
+        // Every pin of the batch is released: the guest can revoke all three grants.
+        for r in [a, b] {
+            assert_eq!(f.gt.entry(r).flags, GTF_PERMIT_ACCESS);
+            assert!(f.gt.end_access(r));
+        }
+        assert_eq!(f.gt.entry(ro).flags, GTF_PERMIT_ACCESS | GTF_READONLY);
+        assert!(f.gt.end_access(ro));
     }
 
     #[test]

@@ -70,6 +70,7 @@ fn main() -> anyhow::Result<()> {
             msg_size: 65536,
             duration: Duration::from_secs_f64(secs),
             max_bytes: None,
+            pace_mbps: None,
         },
     )?;
     let b = cpu::sample(0, &[pid])?;

@@ -22,6 +22,8 @@ pub struct StreamOpts {
     pub duration: Duration,
     /// Stop after this many bytes even if the duration has not elapsed.
     pub max_bytes: Option<u64>,
+    /// Pace the sender's TCP at this many Mbit/s (`SO_MAX_PACING_RATE`): a wire of that speed.
+    pub pace_mbps: Option<u64>,
 }
 
 impl Default for StreamOpts {
@@ -30,6 +32,7 @@ impl Default for StreamOpts {
             msg_size: 65536,
             duration: Duration::from_secs(10),
             max_bytes: None,
+            pace_mbps: None,
         }
     }
 }
@@ -102,6 +105,9 @@ pub fn stream_send_outcome(addr: SocketAddr, opts: &StreamOpts) -> anyhow::Resul
         );
     }
     let mut sock = TcpStream::connect(addr).with_context(|| format!("connect {addr}"))?;
+    if let Some(mbps) = opts.pace_mbps {
+        set_pacing(&sock, mbps).context("setting SO_MAX_PACING_RATE")?;
+    }
     // Never hang forever on a stalled path.
     sock.set_write_timeout(Some(opts.duration + Duration::from_secs(10)))?;
     sock.set_read_timeout(Some(opts.duration + Duration::from_secs(30)))?;
@@ -174,4 +180,26 @@ pub(crate) fn receive(sock: &mut TcpStream) -> io::Result<StreamReport> {
     sock.write_all(&line)?;
     let _ = sock.shutdown(Shutdown::Both);
     Ok(report)
+}
+
+/// Caps the socket's TCP pacing rate (TCP paces internally when the qdisc is not fq).
+fn set_pacing(sock: &TcpStream, mbps: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let bytes_per_s: u64 = mbps.saturating_mul(1_000_000) / 8;
+    // SAFETY: setsockopt reads exactly `size_of::<u64>()` bytes from a live local value; the
+    // descriptor is the open socket `sock` borrows.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            (&bytes_per_s as *const u64).cast(),
+            std::mem::size_of::<u64>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }

@@ -31,6 +31,7 @@ fn stream_one_second_verifies_every_byte() {
         msg_size: 65536,
         duration: Duration::from_millis(1000),
         max_bytes: None,
+        pace_mbps: None,
     };
     let r = stream_send(addr, &opts).unwrap();
     h.join().unwrap().unwrap();
@@ -55,6 +56,7 @@ fn stream_max_bytes_and_odd_message_size() {
         msg_size: 1000,
         duration: Duration::from_secs(2),
         max_bytes: Some(3_333_333),
+        pace_mbps: None,
     };
     let o = stream_send_outcome(addr, &opts).unwrap();
     h.join().unwrap().unwrap();
@@ -201,6 +203,7 @@ fn bad_hello_is_rejected_and_server_keeps_serving() {
             msg_size: 65536,
             duration: Duration::from_millis(100),
             max_bytes: Some(1 << 20),
+            pace_mbps: None,
         },
     )
     .unwrap();

@@ -53,6 +53,10 @@ enum Cmd {
         /// Leave GRO on on the physical port's veth end (off by default; `linux-gro` in bench).
         #[arg(long)]
         gro: bool,
+        /// The CPU your traffic sender runs on: the remote host's input (ACKs) is steered
+        /// there, so the sender's work is not charged to the receiving CPU.
+        #[arg(long)]
+        sender_cpu: Option<usize>,
         #[command(flatten)]
         lro: LroArgs,
     },
@@ -192,6 +196,9 @@ enum PerfCmd {
         /// Stop after this many bytes.
         #[arg(long)]
         bytes: Option<u64>,
+        /// Pace the sender at this many Mbit/s (a wire of that speed).
+        #[arg(long)]
+        pace: Option<u64>,
     },
     /// ICMP echo; prints sent/received/RTTs as JSON; fails unless every echo is answered.
     Ping {
@@ -246,6 +253,7 @@ fn run(cli: Cli) -> Result<()> {
             foreground,
             cpu,
             gro,
+            sender_cpu,
             lro,
         } => {
             let settings = lro.settings()?;
@@ -267,6 +275,7 @@ fn run(cli: Cli) -> Result<()> {
                 budget,
                 cpu: usize::try_from(cpu).ok(),
                 rps: true,
+                sender_cpu,
                 lro: settings,
                 bo: lro.bo,
                 guest_gso: lro.guest_gso,
@@ -576,6 +585,7 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             duration,
             msg_size,
             bytes,
+            pace,
         } => {
             if msg_size == 0 || duration <= 0.0 {
                 bail!("--msg-size and --duration must be positive");
@@ -584,7 +594,11 @@ fn perf(cmd: PerfCmd) -> Result<()> {
                 msg_size,
                 duration: Duration::from_secs_f64(duration),
                 max_bytes: bytes,
+                pace_mbps: pace,
             };
+            if pace == Some(0) {
+                bail!("--pace must be positive (Mbit/s)");
+            }
             let out = stream::stream_send_outcome(resolve(&to, port)?, &opts)?;
             println!(
                 "{}",

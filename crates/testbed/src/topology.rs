@@ -58,6 +58,10 @@ pub struct TestbedConfig {
     /// frames as they came off the wire, and `linux` is seed 000's native baseline (GRO off);
     /// on for `linux-gro`, today's native anchor.
     pub gro: bool,
+    /// RPS on the remote host's veth end steers its input (the ACKs, and the new data its TCP
+    /// sends in reply) to this CPU, the sender's: without it a veth runs the peer's input in
+    /// the transmitting thread, and the sender's work is charged to the receiving CPU.
+    pub remote_rps_cpu: Option<usize>,
 }
 
 impl Default for TestbedConfig {
@@ -68,6 +72,7 @@ impl Default for TestbedConfig {
             mtu: 1500,
             rps_cpu: Some(0),
             gro: false,
+            remote_rps_cpu: None,
         }
     }
 }
@@ -139,9 +144,9 @@ impl Testbed {
         if cfg.mtu < 68 {
             bail!("MTU {} too small", cfg.mtu);
         }
-        if let Some(c) = cfg.rps_cpu {
+        for c in [cfg.rps_cpu, cfg.remote_rps_cpu].into_iter().flatten() {
             if c >= 32 || c >= crate::cpu::nr_cpus() {
-                bail!("rps_cpu {c} out of range");
+                bail!("RPS CPU {c} out of range");
             }
         }
         let id = cfg.id.clone();
@@ -188,6 +193,10 @@ impl Testbed {
         if let Some(c) = cfg.rps_cpu {
             sys::set_rps_cpus(&dd, &dd_if, 0, 1u32 << c)
                 .context("RPS on the driver domain's veth end")?;
+        }
+        if let Some(c) = cfg.remote_rps_cpu {
+            sys::set_rps_cpus(&remote, &remote_if, 0, 1u32 << c)
+                .context("RPS on the remote host's veth end")?;
         }
 
         Ok(Testbed {

@@ -330,6 +330,7 @@ fn testbed_native_tcp() {
         mtu: 1500,
         rps_cpu: Some(0),
         gro: false,
+        remote_rps_cpu: (pvnet_testbed::cpu::nr_cpus() > 1).then_some(1),
     };
     let names: Vec<String> = ["remote", "dd", "g0", "g1"]
         .iter()
@@ -366,6 +367,15 @@ fn testbed_native_tcp() {
         })
         .unwrap();
     assert_eq!(sys::get_rps_cpus(&tb.dd, &tb.dd_if, 0).unwrap(), 1);
+    let want_remote = if pvnet_testbed::cpu::nr_cpus() > 1 {
+        2
+    } else {
+        0
+    };
+    assert_eq!(
+        sys::get_rps_cpus(&tb.remote, &tb.remote_if, 0).unwrap(),
+        want_remote
+    );
     for g in &tb.guests {
         assert_eq!(g.run(|| link::link_names().unwrap()).unwrap(), vec!["lo"]);
     }
@@ -435,6 +445,7 @@ fn testbed_gro_option_turns_gro_on_at_the_driver_domain_port() {
         mtu: 1500,
         rps_cpu: None,
         gro: true,
+        remote_rps_cpu: None,
     })
     .unwrap();
     let dif = tb.dd_if.clone();
@@ -469,6 +480,7 @@ fn testbed_rollback_and_cleanup_run() {
         mtu: 1500,
         rps_cpu: None,
         gro: false,
+        remote_rps_cpu: None,
     })
     .unwrap_err();
     assert!(err.to_string().contains("already exists"), "{err}");

@@ -84,6 +84,9 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         lro,
         bo,
         gro,
+        // The remote host's input (ACKs) runs on the sender's CPU: the sender's work is not
+        // charged to the receiving CPU.
+        sender_cpu: Some(super::measure::TX_CPU),
         ..DaemonConfig::default()
     })
 }

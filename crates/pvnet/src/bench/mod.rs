@@ -429,12 +429,7 @@ mod tests {
 
     #[test]
     fn start_errors_get_a_hint() {
-        let e = |m: &str| {
-            format!(
-                "{:#}",
-                explain_start_error(anyhow::anyhow!("{}", m.to_string()), "xen")
-            )
-        };
+        let e = |m: &str| format!("{:#}", explain_start_error(anyhow::anyhow!("{m}"), "xen"));
         let s = e("the daemon exited: namespace pvnet-abc123-dd already exists");
         assert!(
             s.starts_with("configuration xen: the testbed did not start"),
