@@ -234,6 +234,16 @@ pub fn limit_note(cs: &[ConfigSummary], msg_size: usize) -> String {
             let _ = write!(s, " In {}: {what}.", v.join(", "));
         }
     }
+    if !by("sender").is_empty() || !by("both").is_empty() {
+        s.push_str(
+            " A saturated sender segments and checksums every frame in software (TSO, GSO and TX \
+             checksum offload are off on the remote host's veth, so frames are wire-sized); the \
+             message size does not lift that limit (on the README's machine, 1 KiB to 256 KiB sends \
+             were all sender-bound natively and receiver-bound on the PV path). Where the sender is \
+             the limit, throughput is a floor of what the receive path could take, and cycles per \
+             byte are the fair comparison of receive cost.",
+        );
+    }
     s
 }
 
