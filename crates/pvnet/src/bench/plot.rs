@@ -30,7 +30,7 @@ fn label_style(size: u32) -> TextStyle<'static> {
 
 /// An axis tick: no decimals for large values.
 fn axis_number(v: f64) -> String {
-    if v.abs() >= 100.0 {
+    if v == 0.0 || v.abs() >= 100.0 {
         format!("{v:.0}")
     } else {
         format!("{v:.1}")
