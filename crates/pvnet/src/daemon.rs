@@ -97,6 +97,9 @@ pub struct DaemonConfig {
     /// Whether the guests' netfronts advertise GSO.
     #[serde(default = "yes")]
     pub guest_gso: bool,
+    /// GRO on the physical port's veth end (the `linux-gro` bench configuration).
+    #[serde(default)]
+    pub gro: bool,
 }
 
 fn yes() -> bool {
@@ -124,6 +127,7 @@ impl Default for DaemonConfig {
             lro: None,
             bo: false,
             guest_gso: true,
+            gro: false,
         }
     }
 }
@@ -302,6 +306,7 @@ impl Daemon {
             guests,
             mtu: 1500,
             rps_cpu: if cfg.rps { cfg.cpu } else { None },
+            gro: cfg.gro,
             remote_rps_cpu: if cfg.rps { cfg.sender_cpu } else { None },
         })?;
         if let Some(c) = cfg.cpu {

@@ -50,6 +50,9 @@ enum Cmd {
         /// CPU for the driver domain and guests (the receiving CPU); -1 = no pinning.
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         cpu: i64,
+        /// Leave GRO on on the physical port's veth end (off by default; `linux-gro` in bench).
+        #[arg(long)]
+        gro: bool,
         /// The CPU your traffic sender runs on: the remote host's input (ACKs) is steered
         /// there, so the sender's work is not charged to the receiving CPU.
         #[arg(long)]
@@ -249,6 +252,7 @@ fn run(cli: Cli) -> Result<()> {
             attach,
             foreground,
             cpu,
+            gro,
             sender_cpu,
             lro,
         } => {
@@ -275,6 +279,7 @@ fn run(cli: Cli) -> Result<()> {
                 lro: settings,
                 bo: lro.bo,
                 guest_gso: lro.guest_gso,
+                gro,
             };
             if mode == Mode::Linux && (settings.is_some() || lro.bo) {
                 bail!("--lro and --bo need the driver domain (--mode xen)");
@@ -432,6 +437,15 @@ pub fn start_daemon(cfg: &DaemonConfig, detach: bool) -> Result<rundir::RunInfo>
         unsafe {
             cmd.pre_exec(|| {
                 libc::setsid();
+                Ok(())
+            });
+        }
+    } else {
+        // SAFETY: prctl is async-signal-safe. An attached daemon (bench) gets SIGTERM, and so
+        // tears its testbed down, if the process that started it dies without `down`.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
                 Ok(())
             });
         }

@@ -180,45 +180,105 @@ fn clear_errors_for_bad_input() {
 }
 
 #[test]
-fn bench_reports_every_field_and_leaves_nothing_behind() {
+fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if skip_unless_root("bench_reports_every_field_and_leaves_nothing_behind") {
+    if skip_unless_root("bench_writes_the_whole_report_and_leaves_nothing_behind") {
         return;
     }
-    let json = std::env::temp_dir().join(format!("pvnet-bench-{}.json", unique_id()));
-    let before: Vec<String> = std::fs::read_dir("/run/netns")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    let out = ok(&[
+    let out = std::env::temp_dir().join(format!("pvnet-bench-{}", unique_id()));
+    let stdout = ok(&[
         "bench",
         "--quick",
         "--configs",
-        "linux,xen",
-        "--duration",
-        "1",
-        "--rr-duration",
-        "1",
-        "--json",
-        json.to_str().unwrap(),
+        "linux,xen,da",
+        "--out",
+        out.to_str().unwrap(),
     ]);
-    assert!(out.contains("vs linux (%)"), "{out}");
+    assert!(
+        stdout.contains("vs Linux %") && stdout.contains("vs Xen %"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Table VII"), "{stdout}");
     let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&json);
-    for c in ["linux", "xen"] {
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    for f in ["report.md", "throughput.svg", "cycles.svg"] {
+        let len = std::fs::metadata(out.join(f)).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 0, "{f} missing or empty");
+    }
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for t in [
+        "Table IV",
+        "Table V",
+        "Table VI",
+        "Table VII",
+        "Which side limits",
+    ] {
+        assert!(report.contains(t), "report.md lacks {t}");
+    }
+    for k in ["kernel", "cpu_model", "cpus", "tsc_hz"] {
+        assert!(!v["machine"][k].is_null(), "machine.{k}: {}", v["machine"]);
+    }
+    assert!(v["revision"].is_string());
+    assert_eq!(v["parameters"]["reps"].as_u64(), Some(1));
+
+    // Every metric for every configuration: a number where it applies, null where not, with
+    // min <= median <= max.
+    let num = |x: &serde_json::Value, what: &str| -> f64 {
+        x.as_f64()
+            .unwrap_or_else(|| panic!("{what} is not a number: {x}"))
+    };
+    let path = |x: &serde_json::Value, p: &str| -> serde_json::Value {
+        p.split('.').fold(x.clone(), |acc, k| acc[k].clone())
+    };
+    let always = [
+        "throughput_mbps",
+        "rr_tps",
+        "cycles_per_byte.total",
+        "rr_latency_us.p50",
+        "rr_latency_us.p99",
+        "retransmissions",
+        "cpu_busy_pct.rx",
+        "cpu_busy_pct.tx",
+    ];
+    let pv_only = ["cycles_per_byte.driver", "cycles_per_byte.guest"];
+    let lro_only = ["lro_rate", "flush_latency_us.p50", "flush_latency_us.p99"];
+    for c in ["linux", "xen", "da"] {
         let r = &v["configs"][c];
-        assert!(r["throughput_mbps"].as_f64().unwrap() > 0.0, "{c}: {r}");
-        assert!(r["rr_tps"].as_f64().unwrap() > 0.0, "{c}: {r}");
-        assert!(
-            r["cycles_per_byte"]["total"].as_f64().unwrap() > 0.0,
-            "{c}: {r}"
-        );
+        let applies = |k: &str| {
+            always.contains(&k)
+                || (pv_only.contains(&k) && c != "linux")
+                || (lro_only.contains(&k) && c == "da")
+        };
+        for k in always.iter().chain(&pv_only).chain(&lro_only) {
+            let (med, min, max) = (path(r, k), path(&r["min"], k), path(&r["max"], k));
+            if applies(k) {
+                let (a, m, b) = (num(&min, k), num(&med, k), num(&max, k));
+                assert!(a <= m && m <= b, "{c}.{k}: {a} {m} {b}");
+            } else {
+                assert!(
+                    med.is_null() && min.is_null() && max.is_null(),
+                    "{c}.{k}: {r}"
+                );
+            }
+        }
+        assert!(num(&r["throughput_mbps"], "throughput") > 0.0, "{c}: {r}");
+        assert!(num(&r["rr_tps"], "rr") > 0.0, "{c}: {r}");
         assert!(r["bytes_verified"].as_u64().unwrap() > 0, "{c}: {r}");
         assert_eq!(r["errors"].as_array().unwrap().len(), 0, "{c}: {r}");
+        assert!(r["limit"].is_string(), "{c}: {r}");
+        // The ratios are this run's medians divided.
+        for (base, field) in [("linux", "vs_linux"), ("xen", "vs_xen")] {
+            for k in ["throughput_mbps", "rr_tps", "cycles_per_byte.total"] {
+                let want = 100.0 * num(&path(r, k), k) / num(&path(&v["configs"][base], k), k);
+                let got = num(&path(&r[field], k), field);
+                assert!(
+                    (got - want).abs() < 1e-9 * want.abs().max(1.0),
+                    "{c}.{field}.{k}: {got} vs {want}"
+                );
+            }
+        }
     }
+    assert!(v["configs"]["da"]["lro_rate"].as_f64().unwrap() > 1.0);
     let x = &v["configs"]["xen"]["cycles_per_byte"];
     let (t, d, g) = (
         x["total"].as_f64().unwrap(),
@@ -229,16 +289,23 @@ fn bench_reports_every_field_and_leaves_nothing_behind() {
         d > 0.0 && g > 0.0 && (d + g - t).abs() < 1e-6 * t.max(1.0),
         "split {d} + {g} != {t}"
     );
-    assert!(v["configs"]["linux"]["cycles_per_byte"]["driver"].is_null());
-    let after: Vec<String> = std::fs::read_dir("/run/netns")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    let new: Vec<&String> = after
-        .iter()
-        .filter(|n| !before.contains(n) && n.starts_with("pvnet-"))
-        .collect();
-    assert!(new.is_empty(), "bench left namespaces {new:?}");
+
+    // Every raw sample, warm-up marked; nothing of any of their testbeds is left.
+    let samples = v["samples"].as_array().unwrap();
+    assert_eq!(
+        samples.len(),
+        6,
+        "one warm-up and one measured repetition of each"
+    );
+    assert_eq!(samples.iter().filter(|s| s["warmup"] == true).count(), 3);
+    for s in samples {
+        let id = s["run_id"].as_str().unwrap();
+        assert!(
+            namespaces_of(id).is_empty(),
+            "run {id} left {:?}",
+            namespaces_of(id)
+        );
+        assert!(!std::path::Path::new(&format!("/run/pvnet/{id}")).exists());
+    }
+    let _ = std::fs::remove_dir_all(&out);
 }

@@ -54,6 +54,10 @@ pub struct TestbedConfig {
     pub mtu: u32,
     /// RPS on the driver domain's veth end steers receive work to this CPU.
     pub rps_cpu: Option<usize>,
+    /// GRO on the driver domain's veth end. Off by default: a driver domain must see the
+    /// frames as they came off the wire, and `linux` is seed 000's native baseline (GRO off);
+    /// on for `linux-gro`, today's native anchor.
+    pub gro: bool,
     /// RPS on the remote host's veth end steers its input (the ACKs, and the new data its TCP
     /// sends in reply) to this CPU, the sender's: without it a veth runs the peer's input in
     /// the transmitting thread, and the sender's work is charged to the receiving CPU.
@@ -67,6 +71,7 @@ impl Default for TestbedConfig {
             guests: 1,
             mtu: 1500,
             rps_cpu: Some(0),
+            gro: false,
             remote_rps_cpu: None,
         }
     }
@@ -179,8 +184,9 @@ impl Testbed {
                 link::set_up(&remote_if, true)
             })?
             .context("configuring the remote host's veth end")?;
+        let gro = cfg.gro;
         dd.run(|| -> Result<()> {
-            ethtool::set_feature(&dd_if, Feature::Gro, false)?;
+            ethtool::set_feature(&dd_if, Feature::Gro, gro)?;
             link::set_up(&dd_if, true)
         })?
         .context("configuring the driver domain's veth end")?;

@@ -329,6 +329,7 @@ fn testbed_native_tcp() {
         guests: 2,
         mtu: 1500,
         rps_cpu: Some(0),
+        gro: false,
         remote_rps_cpu: (pvnet_testbed::cpu::nr_cpus() > 1).then_some(1),
     };
     let names: Vec<String> = ["remote", "dd", "g0", "g1"]
@@ -430,6 +431,36 @@ fn testbed_native_tcp() {
 }
 
 #[test]
+fn testbed_gro_option_turns_gro_on_at_the_driver_domain_port() {
+    if !is_root() {
+        return;
+    }
+    let id = RunId::new();
+    let names: Vec<String> = ["remote", "dd"].iter().map(|r| id.ns_name(r)).collect();
+    let _g = NsGuard(names);
+    let _lg = LinkGuard(vec![id.short_link_name("r"), id.short_link_name("p")]);
+    let mut tb = Testbed::create(TestbedConfig {
+        id: id.clone(),
+        guests: 0,
+        mtu: 1500,
+        rps_cpu: None,
+        gro: true,
+        remote_rps_cpu: None,
+    })
+    .unwrap();
+    let dif = tb.dd_if.clone();
+    let on = tb
+        .dd
+        .run(move || ethtool::get_feature(&dif, Feature::Gro).unwrap())
+        .unwrap();
+    assert!(
+        on,
+        "gro: true leaves GRO on on the driver domain's veth end"
+    );
+    tb.teardown().unwrap();
+}
+
+#[test]
 fn testbed_rollback_and_cleanup_run() {
     if !is_root() {
         return;
@@ -448,6 +479,7 @@ fn testbed_rollback_and_cleanup_run() {
         guests: 1,
         mtu: 1500,
         rps_cpu: None,
+        gro: false,
         remote_rps_cpu: None,
     })
     .unwrap_err();

@@ -1,0 +1,110 @@
+//! The bench's child processes: pinned to a CPU, killed when dropped, waited for with a deadline
+//! and an eye on Ctrl-C.
+
+use std::io::Read;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+
+use super::interrupt;
+
+/// A child process that is killed when dropped.
+pub struct Guard(pub Child);
+
+impl Guard {
+    pub fn pid(&self) -> i32 {
+        self.0.id() as i32
+    }
+
+    /// Whether it has exited; its stderr (if piped) when it has.
+    pub fn exited(&mut self) -> Option<String> {
+        match self.0.try_wait() {
+            Ok(Some(st)) => {
+                let mut err = String::new();
+                if let Some(e) = self.0.stderr.as_mut() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                Some(format!("{st}: {}", err.trim()))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `cmd` pinned to `cpu` and killed (SIGKILL) if the bench dies.
+pub fn pinned(mut cmd: Command, cpu: usize) -> Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only async-signal-safe calls (sched_setaffinity, prctl) between fork and exec; the
+    // cpu_set_t lives on the child's stack.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// Runs `cmd` to its end and collects its output, like [`Command::output`], but kills it when
+/// the bench is interrupted or `limit` passes.
+pub fn output(cmd: &mut Command, what: &str, limit: Duration) -> Result<Output> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = Guard(cmd.spawn().with_context(|| format!("starting {what}"))?);
+    // Readers in threads: a chatty child never blocks on a full pipe while we poll.
+    let read = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = read(child.0.stdout.take().map(|r| Box::new(r) as _));
+    let err = read(child.0.stderr.take().map(|r| Box::new(r) as _));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(st) = child.0.try_wait()? {
+            break st;
+        }
+        interrupt::check()?;
+        if Instant::now() > deadline {
+            return Err(anyhow!(
+                "{what} did not finish within {:.0} s",
+                limit.as_secs_f64()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Ok(Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
+}
+
+/// Whether `program` is on `PATH`.
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| {
+        std::env::split_paths(&p).any(|d| {
+            let f = d.join(program);
+            std::fs::metadata(&f).is_ok_and(|m| {
+                use std::os::unix::fs::PermissionsExt;
+                m.is_file() && m.permissions().mode() & 0o111 != 0
+            })
+        })
+    })
+}

@@ -1,0 +1,167 @@
+//! The configurations `pvnet bench` knows (seed 000, Table III, plus today's native anchor and
+//! the flush policies the seed left open), and the daemon settings of each.
+
+use anyhow::{bail, Result};
+use pvnet_dd::lro;
+
+use crate::daemon::{DaemonConfig, LroSettings, Mode};
+
+/// Name and one-line description of every named configuration, in report order.
+pub const CONFIGS: [(&str, &str); 8] = [
+    (
+        "linux",
+        "native Linux, no virtualization, receiver GRO off (seed 000's baseline)",
+    ),
+    (
+        "linux-gro",
+        "native Linux with GRO on at the receiving veth (today's native anchor)",
+    ),
+    ("xen", "the PV path, no aggregation"),
+    ("lro", "LRO, flush at the end of every poll (skb-mode)"),
+    (
+        "bo",
+        "LRO + BO: the bridge forwards aggregates without linearizing",
+    ),
+    ("da", "LRO with delayed aggregation: flush every 2nd poll"),
+    (
+        "timeout",
+        "LRO, flush an aggregate 50 us after its first segment",
+    ),
+    ("adaptive", "LRO with the self-tuning flush"),
+];
+
+/// The default `--configs`: every named configuration.
+pub fn all() -> Vec<String> {
+    CONFIGS.iter().map(|(n, _)| n.to_string()).collect()
+}
+
+/// What a configuration runs: a named one, or LRO (skb-mode) with any flush policy
+/// (`timeout:USEC`, `every:N`: what `--sweep` uses).
+pub fn describe(config: &str) -> String {
+    match CONFIGS.iter().find(|(n, _)| *n == config) {
+        Some((_, d)) => d.to_string(),
+        None => format!("LRO with flush policy {config}"),
+    }
+}
+
+/// Whether the configuration runs the PV path (a driver domain and a guest).
+pub fn is_pv(config: &str) -> bool {
+    daemon_config(config).is_ok_and(|c| c.mode == Mode::Xen)
+}
+
+/// The daemon settings of a configuration.
+pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
+    let lro = |p: &str| -> Result<Option<LroSettings>> {
+        let policy = p
+            .parse()
+            .map_err(|e| anyhow::anyhow!("configuration {config:?}: {e}"))?;
+        Ok(Some(LroSettings {
+            policy,
+            mode: lro::Mode::Skb,
+        }))
+    };
+    let (mode, lro, bo, gro) = match config {
+        "linux" => (Mode::Linux, None, false, false),
+        "linux-gro" => (Mode::Linux, None, false, true),
+        "xen" => (Mode::Xen, None, false, false),
+        "lro" => (Mode::Xen, lro("poll")?, false, false),
+        "bo" => (Mode::Xen, lro("poll")?, true, false),
+        "da" => (Mode::Xen, lro("every:2")?, false, false),
+        "timeout" => (Mode::Xen, lro("timeout:50")?, false, false),
+        "adaptive" => (Mode::Xen, lro("adaptive")?, false, false),
+        p if p.contains(':') => (Mode::Xen, lro(p)?, false, false),
+        _ => {
+            let known: Vec<&str> = CONFIGS.iter().map(|(n, _)| *n).collect();
+            bail!(
+                "unknown configuration {config:?} (known: {}; or a flush policy such as timeout:100 or every:4)",
+                known.join(", ")
+            )
+        }
+    };
+    Ok(DaemonConfig {
+        mode,
+        guests: 1,
+        lro,
+        bo,
+        gro,
+        // The remote host's input (ACKs) runs on the sender's CPU: the sender's work is not
+        // charged to the receiving CPU.
+        sender_cpu: Some(super::measure::TX_CPU),
+        ..DaemonConfig::default()
+    })
+}
+
+/// Parses `--configs`: comma-separated, duplicates dropped, order kept.
+pub fn parse(s: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for c in s.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+        daemon_config(c)?;
+        if !out.iter().any(|o| o == c) {
+            out.push(c.to_string());
+        }
+    }
+    if out.is_empty() {
+        bail!("--configs names no configuration");
+    }
+    Ok(out)
+}
+
+/// Parses `--sweep-values`: microseconds, comma-separated, each within the engine's hold limit.
+pub fn parse_sweep_values(s: &str) -> Result<Vec<u32>> {
+    let mut v = Vec::new();
+    for x in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        match x.parse::<u32>() {
+            Ok(us) if (1..=lro::HOLD_LIMIT_US).contains(&us) => v.push(us),
+            _ => bail!(
+                "--sweep-values: {x:?} is not a timeout in microseconds between 1 and {}",
+                lro::HOLD_LIMIT_US
+            ),
+        }
+    }
+    v.sort_unstable();
+    v.dedup();
+    if v.is_empty() {
+        bail!("--sweep-values names no value");
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn has_lro(config: &str) -> bool {
+        daemon_config(config).is_ok_and(|c| c.lro.is_some())
+    }
+
+    #[test]
+    fn every_named_configuration_has_daemon_settings() {
+        for (c, _) in CONFIGS {
+            daemon_config(c).unwrap();
+        }
+        assert!(daemon_config("linux-gro").unwrap().gro);
+        assert!(!daemon_config("linux").unwrap().gro);
+        assert!(!is_pv("linux-gro") && is_pv("xen") && !has_lro("xen") && has_lro("da"));
+        assert!(daemon_config("bo").unwrap().bo);
+    }
+
+    #[test]
+    fn policies_are_configurations_too() {
+        assert!(has_lro("timeout:100"));
+        assert!(daemon_config("timeout:0").is_err());
+        assert!(daemon_config("warp").is_err());
+        assert_eq!(
+            parse("xen, da,xen,timeout:20").unwrap(),
+            ["xen", "da", "timeout:20"]
+        );
+        assert!(parse(",").is_err());
+    }
+
+    #[test]
+    fn sweep_values_are_checked_sorted_and_unique() {
+        assert_eq!(parse_sweep_values("100,10,100").unwrap(), [10, 100]);
+        assert!(parse_sweep_values("0").is_err());
+        assert!(parse_sweep_values("5000").is_err());
+        assert!(parse_sweep_values("x").is_err());
+    }
+}

@@ -1,0 +1,492 @@
+//! One repetition of one configuration on a fresh testbed: a stream (built-in tool or iperf3)
+//! with CPU accounting and TCP retransmissions, the daemon's aggregation counters, then TCP_RR.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use pvnet_perf::cpu;
+use pvnet_testbed::Netns;
+use serde::{Deserialize, Serialize};
+
+use super::child::{self, Guard};
+use super::progress::Progress;
+use super::{configs, interrupt};
+use crate::daemon::Mode;
+use crate::rundir::RunInfo;
+
+/// The receiving CPU: daemon, guests, receiver, and (by RPS) the veth's receive softirq.
+pub const RX_CPU: usize = 0;
+/// The sending CPU: the remote host's sender.
+pub const TX_CPU: usize = 1;
+/// The receiver's TCP port in its (fresh) namespace.
+pub const PORT: u16 = 5201;
+/// A CPU at least this busy during the stream is the one that limits it.
+pub const SATURATED: f64 = 0.90;
+
+/// Which program moves the stream's bytes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tool {
+    /// `pvnet perf stream`: every byte verified against a pattern.
+    Builtin,
+    /// iperf3 (`-s` on the receiving CPU, `-c -J` on the sending CPU); bytes are not verified.
+    Iperf3,
+}
+
+/// What one test measures with.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Params {
+    pub stream_seconds: f64,
+    pub rr_seconds: f64,
+    pub msg_size: usize,
+    pub tool: Tool,
+    pub tsc_hz: u64,
+}
+
+/// One repetition's raw figures.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Sample {
+    pub config: String,
+    /// 1-based; 0 for the warm-up.
+    pub rep: usize,
+    pub warmup: bool,
+    /// The testbed's run id (its namespaces were `pvnet-<id>-*`).
+    pub run_id: String,
+    pub tool: String,
+    pub throughput_mbps: f64,
+    /// Bytes the receiver got during the stream.
+    pub bytes: u64,
+    /// Bytes checked against the pattern (the built-in tool; 0 with iperf3).
+    pub bytes_verified: u64,
+    pub mismatches: u64,
+    /// TCP segments the sender retransmitted during the stream (`Tcp: RetransSegs` of the
+    /// remote host's namespace), and all it sent (`OutSegs`).
+    pub retransmissions: u64,
+    pub out_segments: u64,
+    /// Busy fraction (0..1) of the receiving and the sending CPU during the stream.
+    pub rx_cpu_busy: f64,
+    pub tx_cpu_busy: f64,
+    /// `receiver`, `sender`, `both` or `neither`: which CPU was saturated.
+    pub limit: String,
+    /// Busy time of the receiving CPU, and its split into driver domain and guest.
+    pub cpu_busy_ns: u64,
+    pub driver_ns: u64,
+    pub guest_ns: u64,
+    pub cycles_per_byte_total: f64,
+    /// None in the native configurations (no domains to split into).
+    pub cycles_per_byte_driver: Option<f64>,
+    pub cycles_per_byte_guest: Option<f64>,
+    /// Segments per aggregate during the stream (None without aggregation).
+    pub lro_rate: Option<f64>,
+    pub flush_latency_p50_us: Option<f64>,
+    pub flush_latency_p99_us: Option<f64>,
+    pub rr_tps: f64,
+    pub rr_p50_us: f64,
+    pub rr_p99_us: f64,
+    /// Other pvnet runs that were up during the stream or TCP_RR (their load skews the figures).
+    pub concurrent_runs: Vec<String>,
+    /// Wall-clock seconds of the whole repetition, testbed set-up and teardown included.
+    pub wall_seconds: f64,
+    pub errors: Vec<String>,
+    /// The daemon's counters right after the stream (PV configurations).
+    pub stat: serde_json::Value,
+}
+
+/// Which CPU limited the stream.
+pub fn limit_of(rx_busy: f64, tx_busy: f64) -> &'static str {
+    match (rx_busy >= SATURATED, tx_busy >= SATURATED) {
+        (true, false) => "receiver",
+        (false, true) => "sender",
+        (true, true) => "both",
+        (false, false) => "neither",
+    }
+}
+
+/// Runs one repetition of `config` on a fresh testbed, and always tears it down.
+pub fn run_one(
+    config: &str,
+    rep: usize,
+    warmup: bool,
+    p: &Params,
+    progress: &Progress,
+) -> Result<Sample> {
+    let t0 = Instant::now();
+    let cfg = configs::daemon_config(config)?;
+    let info =
+        crate::start_daemon(&cfg, false).map_err(|e| super::explain_start_error(e, config))?;
+    let res = interrupt::check()
+        .map_err(anyhow::Error::from)
+        .and_then(|()| measure(&info, cfg.mode, p, progress));
+    progress.phase("tearing the testbed down", 0.0);
+    let down = crate::down(&info.id).context("tearing the testbed down");
+    let mut s = res?;
+    down?;
+    s.config = config.to_string();
+    s.rep = rep;
+    s.warmup = warmup;
+    s.run_id = info.id.clone();
+    s.wall_seconds = t0.elapsed().as_secs_f64();
+    Ok(s)
+}
+
+fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Result<Sample> {
+    let exe = std::env::current_exe()?;
+    let (rx_ns, rx_addr) = match mode {
+        Mode::Linux => (info.dd_ns.clone(), info.dd_addr.clone()),
+        Mode::Xen => (info.guest_ns[0].clone(), info.guest_addrs[0].clone()),
+    };
+    let rx = Netns::open(&rx_ns)?;
+    let remote = Netns::open(&info.remote_ns)?;
+    let mut s = Sample {
+        tool: format!("{:?}", p.tool).to_lowercase(),
+        ..Sample::default()
+    };
+
+    // Stream.
+    let mut server = match p.tool {
+        Tool::Builtin => start_builtin_server(&exe, &rx)?,
+        Tool::Iperf3 => start_iperf3_server(&rx)?,
+    };
+    wait_listening(&rx, &mut server)?;
+    let mut guest_pids: Vec<i32> = info.guest_pids.clone();
+    guest_pids.push(server.pid());
+    let mut all = guest_pids.clone();
+    all.push(info.pid);
+    note_others(&mut s, &info.id);
+    let snmp_before = tcp_counters(&remote)?;
+    let rx_before = cpu::sample(RX_CPU, &all)?;
+    let tx_before = cpu::sample(TX_CPU, &[])?;
+    let limit = Duration::from_secs_f64(p.stream_seconds + 30.0);
+    progress.phase(
+        &format!("stream, {} {}-byte sends", s.tool, p.msg_size),
+        p.stream_seconds,
+    );
+    let out = match p.tool {
+        Tool::Builtin => child::output(
+            child::pinned(remote.command(&exe), TX_CPU).args([
+                "perf",
+                "stream",
+                &rx_addr,
+                "--port",
+                &PORT.to_string(),
+                "--duration",
+                &p.stream_seconds.to_string(),
+                "--msg-size",
+                &p.msg_size.to_string(),
+            ]),
+            "the stream sender",
+            limit,
+        )?,
+        Tool::Iperf3 => child::output(
+            child::pinned(remote.command("iperf3"), TX_CPU).args([
+                "-c",
+                &rx_addr,
+                "-p",
+                &PORT.to_string(),
+                "-t",
+                &iperf3_seconds(p.stream_seconds).to_string(),
+                "-l",
+                &p.msg_size.to_string(),
+                "-J",
+            ]),
+            "the iperf3 client",
+            limit,
+        )?,
+    };
+    let rx_after = cpu::sample(RX_CPU, &all)?;
+    let tx_after = cpu::sample(TX_CPU, &[])?;
+    let snmp_after = tcp_counters(&remote)?;
+    drop(server);
+    match p.tool {
+        Tool::Builtin => parse_builtin_stream(&out, &mut s),
+        Tool::Iperf3 => parse_iperf3_stream(&out, &mut s),
+    }
+    s.retransmissions = snmp_after.retrans.saturating_sub(snmp_before.retrans);
+    s.out_segments = snmp_after.out.saturating_sub(snmp_before.out);
+
+    let d = cpu::delta(&rx_before, &rx_after);
+    s.rx_cpu_busy = d.utilization();
+    s.tx_cpu_busy = cpu::delta(&tx_before, &tx_after).utilization();
+    s.limit = limit_of(s.rx_cpu_busy, s.tx_cpu_busy).to_string();
+    s.cpu_busy_ns = d.busy_ns;
+    let cpb = |ns: u64| {
+        if s.bytes == 0 {
+            0.0
+        } else {
+            ns as f64 * p.tsc_hz as f64 / 1e9 / s.bytes as f64
+        }
+    };
+    s.cycles_per_byte_total = cpb(s.cpu_busy_ns);
+    if mode == Mode::Xen {
+        let pid_ns = |pid: i32| {
+            d.pid_ns
+                .iter()
+                .find(|(q, _)| *q == pid)
+                .map(|(_, n)| *n)
+                .unwrap_or(0)
+        };
+        // The guest: its netfront process (whose TAP writes run the guest kernel's receive
+        // path) and the receiver; the driver domain: the rest of the receiving CPU.
+        s.guest_ns = guest_pids
+            .iter()
+            .map(|q| pid_ns(*q))
+            .sum::<u64>()
+            .min(d.busy_ns);
+        s.driver_ns = d.busy_ns - s.guest_ns;
+        s.cycles_per_byte_driver = Some(cpb(s.driver_ns));
+        s.cycles_per_byte_guest = Some(cpb(s.guest_ns));
+        s.stat = crate::daemon::admin_call(&info.id, &crate::daemon::AdminRequest::Stat)
+            .unwrap_or_default();
+        let l = &s.stat["lro"];
+        if l.is_object() {
+            s.lro_rate = l["lro_rate"].as_f64();
+            s.flush_latency_p50_us = l["flush_latency"]["p50_us"].as_f64();
+            s.flush_latency_p99_us = l["flush_latency"]["p99_us"].as_f64();
+        }
+    }
+    interrupt::check()?;
+
+    // Request/response: always the built-in tool (iperf3 has no TCP_RR).
+    let mut server = start_builtin_server(&exe, &rx)?;
+    wait_listening(&rx, &mut server)?;
+    progress.phase("TCP_RR", p.rr_seconds);
+    note_others(&mut s, &info.id);
+    let out = child::output(
+        child::pinned(remote.command(&exe), TX_CPU).args([
+            "perf",
+            "rr",
+            &rx_addr,
+            "--port",
+            &PORT.to_string(),
+            "--duration",
+            &p.rr_seconds.to_string(),
+        ]),
+        "the TCP_RR client",
+        Duration::from_secs_f64(p.rr_seconds + 30.0),
+    )?;
+    drop(server);
+    match serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+        Ok(v) => {
+            s.rr_tps = v["tps"].as_f64().unwrap_or(0.0);
+            s.rr_p50_us = v["p50_us"].as_f64().unwrap_or(0.0);
+            s.rr_p99_us = v["p99_us"].as_f64().unwrap_or(0.0);
+            if v["errors"].as_u64().unwrap_or(0) > 0 {
+                s.errors
+                    .push(format!("TCP_RR reported {} errors", v["errors"]));
+            }
+        }
+        Err(_) => s.errors.push(format!(
+            "TCP_RR failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+    }
+    Ok(s)
+}
+
+/// Records the other pvnet runs that are up besides `own`.
+fn note_others(s: &mut Sample, own: &str) {
+    for id in crate::rundir::list_runs() {
+        if id != own && !s.concurrent_runs.contains(&id) {
+            s.concurrent_runs.push(id);
+        }
+    }
+}
+
+/// iperf3 takes whole seconds.
+pub fn iperf3_seconds(s: f64) -> u64 {
+    (s.ceil() as u64).max(1)
+}
+
+fn parse_builtin_stream(out: &std::process::Output, s: &mut Sample) {
+    let text = String::from_utf8_lossy(&out.stdout);
+    match serde_json::from_str::<serde_json::Value>(text.trim()) {
+        Ok(v) => {
+            s.bytes = v["receiver"]["bytes"].as_u64().unwrap_or(0);
+            s.bytes_verified = s.bytes;
+            s.mismatches = v["receiver"]["mismatches"].as_u64().unwrap_or(0);
+            s.throughput_mbps = v["receiver"]["mbps"].as_f64().unwrap_or(0.0);
+            if v["sent"].as_u64() != Some(s.bytes) || s.mismatches != 0 {
+                s.errors.push(format!(
+                    "stream not intact: sent {}, verified {}, {} mismatches",
+                    v["sent"], s.bytes, s.mismatches
+                ));
+            }
+        }
+        Err(_) => s.errors.push(format!(
+            "stream failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+    }
+}
+
+fn parse_iperf3_stream(out: &std::process::Output, s: &mut Sample) {
+    match serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+        Ok(v) if v["error"].is_string() => s
+            .errors
+            .push(format!("iperf3: {}", v["error"].as_str().unwrap_or(""))),
+        Ok(v) => {
+            let r = &v["end"]["sum_received"];
+            s.bytes = r["bytes"].as_u64().unwrap_or(0);
+            s.throughput_mbps = r["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6;
+            if s.bytes == 0 {
+                s.errors.push("iperf3 reported no bytes received".into());
+            }
+        }
+        Err(_) => s.errors.push(format!(
+            "iperf3 failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+    }
+}
+
+fn start_builtin_server(exe: &Path, rx: &Netns) -> Result<Guard> {
+    let c = child::pinned(rx.command(exe), RX_CPU)
+        .args([
+            "perf",
+            "server",
+            "--once",
+            "--bind",
+            &format!("0.0.0.0:{PORT}"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting the receiver (pvnet perf server)")?;
+    Ok(Guard(c))
+}
+
+fn start_iperf3_server(rx: &Netns) -> Result<Guard> {
+    let c = child::pinned(rx.command("iperf3"), RX_CPU)
+        .args(["-s", "-1", "-p", &PORT.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting the receiver (iperf3 -s)")?;
+    Ok(Guard(c))
+}
+
+/// Waits until the receiver listens on [`PORT`] in its namespace: read from the namespace's
+/// socket table, so no probe connection disturbs a one-test server.
+fn wait_listening(rx: &Netns, server: &mut Guard) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if rx.run(|| listening(PORT))?? {
+            return Ok(());
+        }
+        if let Some(why) = server.exited() {
+            bail!(
+                "the receiver in {} exited before it listened on port {PORT} ({why})",
+                rx.name()
+            );
+        }
+        interrupt::check()?;
+        if Instant::now() > deadline {
+            bail!(
+                "the receiver in {} did not listen on port {PORT} within 10 s",
+                rx.name()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether a TCP socket listens on `port` in the calling thread's namespace.
+fn listening(port: u16) -> Result<bool> {
+    let want = format!(":{port:04X}");
+    for f in ["tcp", "tcp6"] {
+        let path = format!("/proc/thread-self/net/{f}");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if f == "tcp6" && e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e).with_context(|| format!("reading {path}")),
+        };
+        if listening_in(&text, &want) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn listening_in(table: &str, port_suffix: &str) -> bool {
+    table.lines().skip(1).any(|l| {
+        let mut f = l.split_whitespace();
+        let local = f.nth(1).unwrap_or("");
+        let state = f.nth(1).unwrap_or("");
+        local.ends_with(port_suffix) && state == "0A"
+    })
+}
+
+/// The TCP counters of a namespace that the bench reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpCounters {
+    pub retrans: u64,
+    pub out: u64,
+}
+
+fn tcp_counters(ns: &Netns) -> Result<TcpCounters> {
+    let text = ns
+        .run(|| std::fs::read_to_string("/proc/thread-self/net/snmp"))?
+        .with_context(|| format!("reading /proc/net/snmp in {}", ns.name()))?;
+    parse_snmp(&text).ok_or_else(|| anyhow!("no Tcp: RetransSegs in /proc/net/snmp"))
+}
+
+/// `Tcp: RetransSegs` and `OutSegs` from `/proc/net/snmp` (a header line, then a value line).
+pub fn parse_snmp(text: &str) -> Option<TcpCounters> {
+    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
+    let names: Vec<&str> = tcp.next()?.split_whitespace().collect();
+    let values: Vec<&str> = tcp.next()?.split_whitespace().collect();
+    let get = |n: &str| -> Option<u64> {
+        let i = names.iter().position(|x| *x == n)?;
+        values.get(i)?.parse().ok()
+    };
+    Some(TcpCounters {
+        retrans: get("RetransSegs")?,
+        out: get("OutSegs")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snmp_tcp_counters() {
+        let t = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+                 Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors\n\
+                 Tcp: 1 200 120000 -1 3 0 0 0 1 1000 2000 7 0 0 0\n";
+        assert_eq!(
+            parse_snmp(t),
+            Some(TcpCounters {
+                retrans: 7,
+                out: 2000
+            })
+        );
+        assert_eq!(parse_snmp("Ip: x\n"), None);
+    }
+
+    #[test]
+    fn listening_sockets_from_the_socket_table() {
+        let t = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+                 0: 00000000:1451 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0\n\
+                 1: 0A4D000A:1451 0A4D0001:9C40 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0 20 4 30 10 -1\n";
+        assert!(listening_in(t, ":1451"));
+        assert!(!listening_in(t, ":1452"));
+        let est = t.replace(" 0A ", " 01 ");
+        assert!(!listening_in(&est, ":1451"));
+    }
+
+    #[test]
+    fn limits() {
+        assert_eq!(limit_of(0.99, 0.5), "receiver");
+        assert_eq!(limit_of(0.4, 0.97), "sender");
+        assert_eq!(limit_of(0.95, 0.95), "both");
+        assert_eq!(limit_of(0.5, 0.5), "neither");
+        assert_eq!(iperf3_seconds(0.5), 1);
+        assert_eq!(iperf3_seconds(2.0), 2);
+        assert_eq!(iperf3_seconds(2.5), 3);
+    }
+}

@@ -1,0 +1,436 @@
+//! The tables of the seed's evaluation (rows = metrics, columns = configurations), printed and in
+//! markdown, and the whole `report.md`.
+
+use std::fmt::Write as _;
+
+use super::summary::{metric, ConfigSummary, Stat};
+use super::Run;
+
+/// A table: a label column, then one column per configuration (or per sweep figure).
+#[derive(Clone, Debug, Default)]
+pub struct Table {
+    pub title: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<(String, Vec<String>)>,
+}
+
+const DASH: &str = "—";
+
+fn fmt(x: Option<f64>, decimals: usize) -> String {
+    match x {
+        Some(x) if x.is_finite() => format!("{x:.decimals$}"),
+        _ => DASH.to_string(),
+    }
+}
+
+impl Table {
+    /// Fixed-width text for the terminal.
+    pub fn text(&self) -> String {
+        let lw = self
+            .rows
+            .iter()
+            .map(|(l, _)| l.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(6)
+            + 2;
+        let widths: Vec<usize> = (0..self.columns.len())
+            .map(|i| {
+                let cells = self.rows.iter().map(|(_, c)| c[i].chars().count());
+                cells
+                    .chain([self.columns[i].chars().count()])
+                    .max()
+                    .unwrap_or(0)
+                    .max(8)
+                    + 2
+            })
+            .collect();
+        let pad =
+            |s: &str, w: usize| format!("{}{s}", " ".repeat(w.saturating_sub(s.chars().count())));
+        let mut out = format!("{}\n", self.title);
+        let _ = write!(out, "{:<lw$}", "");
+        for (c, w) in self.columns.iter().zip(&widths) {
+            out.push_str(&pad(c, *w));
+        }
+        out.push('\n');
+        for (label, cells) in &self.rows {
+            out.push_str(&label.to_string());
+            out.push_str(&" ".repeat(lw.saturating_sub(label.chars().count())));
+            for (c, w) in cells.iter().zip(&widths) {
+                out.push_str(&pad(c, *w));
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// A markdown table under a `###` heading.
+    pub fn markdown(&self) -> String {
+        let mut out = format!("### {}\n\n| |", self.title);
+        for c in &self.columns {
+            let _ = write!(out, " {c} |");
+        }
+        out.push_str("\n|---|");
+        out.push_str(&"---:|".repeat(self.columns.len()));
+        out.push('\n');
+        for (label, cells) in &self.rows {
+            let _ = write!(out, "| {} |", label.trim_start().replace("  ", ""));
+            for c in cells {
+                let _ = write!(out, " {c} |");
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// The rows of one metric: median, min and max (with more than one repetition), and the
+/// ratios against Linux and Xen where they apply and the baseline ran.
+fn metric_rows(cs: &[ConfigSummary], key: &str, reps: usize) -> Vec<(String, Vec<String>)> {
+    let m = metric(key);
+    let col = |f: &dyn Fn(&Stat) -> f64| -> Vec<String> {
+        cs.iter()
+            .map(|c| fmt(c.stats[key].map(|s| f(&s)), m.decimals))
+            .collect()
+    };
+    let mut rows = vec![(m.label.to_string(), col(&|s| s.median))];
+    if reps > 1 {
+        rows.push(("  min".into(), col(&|s| s.min)));
+        rows.push(("  max".into(), col(&|s| s.max)));
+    }
+    if m.ratios {
+        for (name, base, pick) in [
+            (
+                "  vs Linux %",
+                "linux",
+                (|c: &ConfigSummary, k: &str| c.vs_linux[k]) as fn(&ConfigSummary, &str) -> _,
+            ),
+            ("  vs Xen %", "xen", |c: &ConfigSummary, k: &str| {
+                c.vs_xen[k]
+            }),
+        ] {
+            let cells: Vec<Option<f64>> = cs.iter().map(|c| pick(c, key)).collect();
+            if cs.iter().any(|c| c.name == base) && cells.iter().any(Option::is_some) {
+                rows.push((
+                    name.to_string(),
+                    cells.into_iter().map(|x| fmt(x, 1)).collect(),
+                ));
+            }
+        }
+    }
+    rows
+}
+
+/// The tables, in the seed's order (Tables IV–VII), then what the seed did not report.
+pub fn tables(cs: &[ConfigSummary], reps: usize) -> Vec<Table> {
+    let specs: [(&str, &[&str]); 7] = [
+        ("Table IV: stream throughput", &["throughput_mbps"]),
+        (
+            "Table V: CPU cycles per byte received (receiving CPU)",
+            &[
+                "cycles_per_byte.driver",
+                "cycles_per_byte.guest",
+                "cycles_per_byte.total",
+            ],
+        ),
+        ("Table VI: LRO rate", &["lro_rate"]),
+        (
+            "Table VII: TCP_RR (1-byte request/response)",
+            &["rr_tps", "rr_latency_us.p50", "rr_latency_us.p99"],
+        ),
+        (
+            "Flush latency (first segment in to aggregate out)",
+            &["flush_latency_us.p50", "flush_latency_us.p99"],
+        ),
+        ("TCP retransmissions per stream", &["retransmissions"]),
+        (
+            "Which side limits the stream",
+            &["cpu_busy_pct.rx", "cpu_busy_pct.tx"],
+        ),
+    ];
+    let columns: Vec<String> = cs.iter().map(|c| c.name.clone()).collect();
+    let mut out: Vec<Table> = specs
+        .iter()
+        .map(|(title, keys)| Table {
+            title: title.to_string(),
+            columns: columns.clone(),
+            rows: keys.iter().flat_map(|k| metric_rows(cs, k, reps)).collect(),
+        })
+        .collect();
+    if let Some(t) = out.last_mut() {
+        t.rows
+            .push(("limit".into(), cs.iter().map(|c| c.limit.clone()).collect()));
+    }
+    out
+}
+
+/// The sweep as a table: one row per timeout value, then the reference configurations.
+pub fn sweep_table(cs: &[ConfigSummary], reps: usize) -> Table {
+    let mut keys: Vec<(&str, &str)> = vec![("throughput_mbps", "Mbit/s")];
+    if reps > 1 {
+        keys.push(("throughput_mbps:min", "min"));
+        keys.push(("throughput_mbps:max", "max"));
+    }
+    keys.push(("rr_tps", "TCP_RR/s"));
+    if reps > 1 {
+        keys.push(("rr_tps:min", "min"));
+        keys.push(("rr_tps:max", "max"));
+    }
+    keys.extend([
+        ("lro_rate", "segs/aggr"),
+        ("flush_latency_us.p50", "flush p50 us"),
+        ("flush_latency_us.p99", "flush p99 us"),
+        ("cycles_per_byte.total", "cycles/byte"),
+    ]);
+    let rows = cs
+        .iter()
+        .map(|c| {
+            let cells = keys
+                .iter()
+                .map(|(k, _)| {
+                    let (key, which) = k.split_once(':').unwrap_or((k, "median"));
+                    let st = c.stats[key];
+                    let v = st.map(|s| match which {
+                        "min" => s.min,
+                        "max" => s.max,
+                        _ => s.median,
+                    });
+                    fmt(v, metric(key).decimals)
+                })
+                .collect();
+            (c.name.clone(), cells)
+        })
+        .collect();
+    Table {
+        title: "Timeout sweep: throughput and TCP_RR against the flush timeout".into(),
+        columns: keys.iter().map(|(_, l)| l.to_string()).collect(),
+        rows,
+    }
+}
+
+/// One sentence per configuration group: which CPU limited the stream.
+pub fn limit_note(cs: &[ConfigSummary], msg_size: usize) -> String {
+    let by = |l: &str| -> Vec<&str> {
+        cs.iter()
+            .filter(|c| c.limit == l)
+            .map(|c| c.name.as_str())
+            .collect()
+    };
+    let mut s = format!(
+        "With {msg_size}-byte sends, a CPU at least {:.0} % busy during the stream counts as the limit.",
+        100.0 * super::measure::SATURATED
+    );
+    for (l, what) in [
+        ("receiver", "the receive path (CPU 0) is the limit"),
+        ("sender", "the sender (CPU 1) is the limit"),
+        ("both", "both CPUs are saturated"),
+        (
+            "neither",
+            "neither CPU is saturated (latency or window bound)",
+        ),
+    ] {
+        let v = by(l);
+        if !v.is_empty() {
+            let _ = write!(s, " In {}: {what}.", v.join(", "));
+        }
+    }
+    if !by("sender").is_empty() || !by("both").is_empty() {
+        s.push_str(
+            " A saturated sender segments and checksums every frame in software (TSO, GSO and TX \
+             checksum offload are off on the remote host's veth, so frames are wire-sized); the \
+             message size does not lift that limit (on the README's machine, 1 KiB to 256 KiB sends \
+             were all sender-bound natively and receiver-bound on the PV path). Where the sender is \
+             the limit, throughput is a floor of what the receive path could take, and cycles per \
+             byte are the fair comparison of receive cost.",
+        );
+    }
+    s
+}
+
+/// A warning when measured repetitions ran beside other pvnet runs (whose load skews them).
+pub fn concurrency_warning(run: &Run) -> Option<String> {
+    let skewed: Vec<&super::measure::Sample> = run
+        .samples
+        .iter()
+        .filter(|s| !s.warmup && !s.concurrent_runs.is_empty())
+        .collect();
+    if skewed.is_empty() {
+        return None;
+    }
+    let mut ids: Vec<&str> = skewed
+        .iter()
+        .flat_map(|s| s.concurrent_runs.iter().map(String::as_str))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    Some(format!(
+        "{} of {} measured repetitions ran while other pvnet runs were up ({}): they shared the CPUs, so those figures are skewed.",
+        skewed.len(),
+        run.samples.iter().filter(|s| !s.warmup).count(),
+        ids.join(", ")
+    ))
+}
+
+/// The whole `report.md`.
+pub fn markdown(run: &Run) -> String {
+    let p = &run.params;
+    let m = &run.machine;
+    let mut s = String::from("# pvnet bench report\n\n");
+    let _ = writeln!(
+        s,
+        "Run {} (UTC), revision `{}`, {:.0} s wall time.\n",
+        run.started_utc, run.revision, run.wall_seconds
+    );
+    s.push_str("## Machine\n\n");
+    let _ = writeln!(
+        s,
+        "- {} CPUs, {}{}\n- kernel {} ({})\n- TSC {:.3} GHz (cycles = CPU time × TSC rate: no hardware counters are needed)\n",
+        m["cpus"],
+        m["cpu_model"].as_str().unwrap_or("unknown CPU"),
+        if m["virtualized"].as_bool() == Some(true) {
+            " (virtual machine)"
+        } else {
+            ""
+        },
+        m["kernel"].as_str().unwrap_or("?"),
+        m["kernel_version"].as_str().unwrap_or("?"),
+        m["tsc_hz"].as_f64().unwrap_or(0.0) / 1e9
+    );
+    s.push_str("## Parameters\n\n");
+    let _ = writeln!(
+        s,
+        "- configurations: {}\n- {} measured repetition(s) of each, interleaved ({}), after one warm-up repetition of each ({} s stream, {} s TCP_RR, discarded)\n- stream: {} s with {}, {}-byte sends; TCP_RR: {} s, 1-byte request and response (built-in tool)\n- receiving side (driver domain, guest, receiver, the veth's softirq by RPS) on CPU {}, sender on CPU {}; every repetition on a fresh testbed\n",
+        run.configs.join(", "),
+        p.reps,
+        if run.configs.len() > 1 { "A B C, A B C, ..." } else { "one configuration" },
+        p.warmup_stream_seconds,
+        p.warmup_rr_seconds,
+        p.measure.stream_seconds,
+        match p.measure.tool {
+            super::measure::Tool::Builtin => "`pvnet perf stream` (every byte verified)",
+            super::measure::Tool::Iperf3 => "iperf3 (bytes not verified)",
+        },
+        p.measure.msg_size,
+        p.measure.rr_seconds,
+        super::measure::RX_CPU,
+        super::measure::TX_CPU,
+    );
+    let _ = writeln!(
+        s,
+        "**Limit.** {}\n",
+        limit_note(&run.summary, p.measure.msg_size)
+    );
+    s.push_str("## Results\n\nMedians over the measured repetitions; \"vs Linux %\" and \"vs Xen %\" divide this run's medians. — : does not apply.\n\n");
+    for t in tables(&run.summary, p.reps) {
+        s.push_str(&t.markdown());
+        s.push('\n');
+    }
+    s.push_str("![throughput](throughput.svg)\n\n![cycles per byte](cycles.svg)\n\n");
+    if let Some(sw) = &run.sweep {
+        s.push_str("## Timeout sweep\n\n");
+        let _ = writeln!(
+            s,
+            "The `timeout:USEC` flush policy at {} µs, beside {} for reference: the trade-off between aggregation (throughput, cycles per byte) and added delay (TCP_RR) that seed 000 leaves open.\n",
+            sw.values
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            sw.references.join(", ")
+        );
+        s.push_str(&sweep_table(&run.summary, p.reps).markdown());
+        s.push_str("\n![sweep](sweep.svg)\n\n");
+    }
+    s.push_str("## Configurations\n\n| name | what runs |\n|---|---|\n");
+    for c in &run.summary {
+        let _ = writeln!(s, "| {} | {} |", c.name, c.description);
+    }
+    s.push_str(
+        "\n## How it is measured\n\n\
+         - Throughput: bytes the receiver got ÷ the stream's duration.\n\
+         - Cycles per byte: busy time of CPU 0 from `/proc/stat` during the stream × TSC rate ÷ bytes received. \
+         The guest's share is the CPU time of its netfront process (whose TAP writes run the guest kernel's receive path) and of the receiver; \
+         the driver domain's is the rest of CPU 0 (daemon, the physical port's softirq). Native Linux has no split.\n\
+         - LRO rate: segments in ÷ aggregates out at the physical port during the stream; flush latency: TSC ticks from an aggregate's first segment to its flush (daemon histogram).\n\
+         - Retransmissions: `Tcp: RetransSegs` of the sender's namespace before and after the stream.\n\
+         - Which side limits: busy fraction of CPU 0 (receiving side) and CPU 1 (sender) during the stream.\n",
+    );
+    let errors: Vec<String> = run
+        .summary
+        .iter()
+        .flat_map(|c| c.errors.iter().map(move |e| format!("- {}: {e}", c.name)))
+        .collect();
+    if !errors.is_empty() {
+        s.push_str("\n## Errors\n\n");
+        s.push_str(&errors.join("\n"));
+        s.push('\n');
+    }
+    s.push_str("\nRaw samples, the machine and the parameters: `results.json`.\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::measure::Sample;
+    use super::super::summary::summarize;
+    use super::*;
+
+    fn cs() -> Vec<ConfigSummary> {
+        let s = |c: &str, mbps: f64, rep| Sample {
+            config: c.into(),
+            rep,
+            throughput_mbps: mbps,
+            cycles_per_byte_total: 2.0,
+            cycles_per_byte_driver: (c != "linux").then_some(1.0),
+            cycles_per_byte_guest: (c != "linux").then_some(1.0),
+            limit: "receiver".into(),
+            ..Sample::default()
+        };
+        summarize(
+            &["linux".into(), "xen".into()],
+            &[
+                s("linux", 2000.0, 1),
+                s("xen", 1000.0, 1),
+                s("linux", 4000.0, 2),
+                s("xen", 1000.0, 2),
+            ],
+        )
+    }
+
+    #[test]
+    fn tables_have_ratio_rows_only_where_they_apply() {
+        let t = tables(&cs(), 2);
+        let iv = &t[0];
+        assert_eq!(iv.columns, ["linux", "xen"]);
+        let row = |t: &Table, l: &str| t.rows.iter().find(|r| r.0 == l).cloned();
+        assert_eq!(row(iv, "throughput (Mbit/s)").unwrap().1, ["3000", "1000"]);
+        assert_eq!(row(iv, "  vs Linux %").unwrap().1, ["100.0", "33.3"]);
+        assert_eq!(row(iv, "  vs Xen %").unwrap().1, ["300.0", "100.0"]);
+        assert_eq!(row(iv, "  min").unwrap().1, ["2000", "1000"]);
+        let v = &t[1];
+        assert_eq!(
+            row(v, "cycles/byte driver domain").unwrap().1,
+            [DASH, "1.00"]
+        );
+        // driver vs Linux never applies: no row; vs Xen does.
+        assert!(v
+            .rows
+            .iter()
+            .filter(|r| r.0 == "  vs Linux %")
+            .all(|r| r.1[1] == "100.0"));
+        assert!(t.last().unwrap().rows.iter().any(|r| r.0 == "limit"));
+        let md = iv.markdown();
+        assert!(md.contains("| | linux | xen |"), "{md}");
+        assert!(md.contains("| vs Linux % | 100.0 | 33.3 |"), "{md}");
+        assert!(iv.text().contains("vs Linux %"));
+    }
+
+    #[test]
+    fn limit_note_names_the_side() {
+        let n = limit_note(&cs(), 65536);
+        assert!(
+            n.contains("In linux, xen: the receive path (CPU 0) is the limit"),
+            "{n}"
+        );
+    }
+}

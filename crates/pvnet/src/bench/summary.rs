@@ -1,0 +1,330 @@
+//! From raw samples to what the tables show: per configuration and metric the median, min and
+//! max over the measured repetitions (the warm-up excluded), and the ratios against `linux` and
+//! `xen` computed from the medians of the same run.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+
+use super::configs;
+use super::measure::Sample;
+
+/// One figure the bench reports. `key` is its path in `results.json` (dots nest).
+pub struct Metric {
+    pub key: &'static str,
+    pub label: &'static str,
+    pub get: fn(&Sample) -> Option<f64>,
+    /// Whether "vs Linux %" and "vs Xen %" rows make sense for it.
+    pub ratios: bool,
+    /// Decimals in the tables.
+    pub decimals: usize,
+}
+
+/// Every metric, in report order.
+pub const METRICS: &[Metric] = &[
+    Metric {
+        key: "throughput_mbps",
+        label: "throughput (Mbit/s)",
+        get: |s| Some(s.throughput_mbps),
+        ratios: true,
+        decimals: 0,
+    },
+    Metric {
+        key: "cycles_per_byte.driver",
+        label: "cycles/byte driver domain",
+        get: |s| s.cycles_per_byte_driver,
+        ratios: true,
+        decimals: 2,
+    },
+    Metric {
+        key: "cycles_per_byte.guest",
+        label: "cycles/byte guest",
+        get: |s| s.cycles_per_byte_guest,
+        ratios: true,
+        decimals: 2,
+    },
+    Metric {
+        key: "cycles_per_byte.total",
+        label: "cycles/byte total",
+        get: |s| Some(s.cycles_per_byte_total),
+        ratios: true,
+        decimals: 2,
+    },
+    Metric {
+        key: "lro_rate",
+        label: "segments per aggregate",
+        get: |s| s.lro_rate,
+        ratios: false,
+        decimals: 2,
+    },
+    Metric {
+        key: "rr_tps",
+        label: "TCP_RR (trans/s)",
+        get: |s| Some(s.rr_tps),
+        ratios: true,
+        decimals: 0,
+    },
+    Metric {
+        key: "rr_latency_us.p50",
+        label: "RR latency p50 (us)",
+        get: |s| Some(s.rr_p50_us),
+        ratios: false,
+        decimals: 1,
+    },
+    Metric {
+        key: "rr_latency_us.p99",
+        label: "RR latency p99 (us)",
+        get: |s| Some(s.rr_p99_us),
+        ratios: false,
+        decimals: 1,
+    },
+    Metric {
+        key: "flush_latency_us.p50",
+        label: "flush latency p50 (us)",
+        get: |s| s.flush_latency_p50_us,
+        ratios: false,
+        decimals: 1,
+    },
+    Metric {
+        key: "flush_latency_us.p99",
+        label: "flush latency p99 (us)",
+        get: |s| s.flush_latency_p99_us,
+        ratios: false,
+        decimals: 1,
+    },
+    Metric {
+        key: "retransmissions",
+        label: "retransmitted segments",
+        get: |s| Some(s.retransmissions as f64),
+        ratios: false,
+        decimals: 0,
+    },
+    Metric {
+        key: "cpu_busy_pct.rx",
+        label: "CPU 0 (receiver) busy %",
+        get: |s| Some(100.0 * s.rx_cpu_busy),
+        ratios: false,
+        decimals: 0,
+    },
+    Metric {
+        key: "cpu_busy_pct.tx",
+        label: "CPU 1 (sender) busy %",
+        get: |s| Some(100.0 * s.tx_cpu_busy),
+        ratios: false,
+        decimals: 0,
+    },
+];
+
+pub fn metric(key: &str) -> &'static Metric {
+    METRICS
+        .iter()
+        .find(|m| m.key == key)
+        .expect("a known metric")
+}
+
+/// Median, min and max of one metric over the repetitions.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stat {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Stat {
+    /// None when no sample has the figure (it does not apply to the configuration).
+    pub fn of(values: &[f64]) -> Option<Stat> {
+        if values.is_empty() {
+            return None;
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Stat {
+            median,
+            min: v[0],
+            max: v[n - 1],
+        })
+    }
+}
+
+/// One configuration's figures.
+#[derive(Clone, Debug)]
+pub struct ConfigSummary {
+    pub name: String,
+    pub description: String,
+    pub reps: usize,
+    pub stats: BTreeMap<&'static str, Option<Stat>>,
+    /// Percent of the `linux` / `xen` median (None: no such baseline in the run, or the
+    /// figure does not apply).
+    pub vs_linux: BTreeMap<&'static str, Option<f64>>,
+    pub vs_xen: BTreeMap<&'static str, Option<f64>>,
+    /// Which CPU limited the stream in most repetitions.
+    pub limit: String,
+    pub bytes_verified: u64,
+    pub errors: Vec<String>,
+}
+
+impl ConfigSummary {
+    pub fn median(&self, key: &str) -> Option<f64> {
+        self.stats.get(key).copied().flatten().map(|s| s.median)
+    }
+}
+
+/// Summarizes the measured (non-warm-up) samples of each configuration, in `configs` order.
+pub fn summarize(configs: &[String], samples: &[Sample]) -> Vec<ConfigSummary> {
+    let mut out: Vec<ConfigSummary> = configs
+        .iter()
+        .map(|c| {
+            let v: Vec<&Sample> = samples
+                .iter()
+                .filter(|s| &s.config == c && !s.warmup)
+                .collect();
+            let stats = METRICS
+                .iter()
+                .map(|m| {
+                    let xs: Vec<f64> = v.iter().filter_map(|s| (m.get)(s)).collect();
+                    (m.key, Stat::of(&xs))
+                })
+                .collect();
+            ConfigSummary {
+                name: c.clone(),
+                description: configs::describe(c),
+                reps: v.len(),
+                stats,
+                vs_linux: BTreeMap::new(),
+                vs_xen: BTreeMap::new(),
+                limit: majority(v.iter().map(|s| s.limit.as_str())),
+                bytes_verified: v.iter().map(|s| s.bytes_verified).sum(),
+                errors: v.iter().flat_map(|s| s.errors.iter().cloned()).collect(),
+            }
+        })
+        .collect();
+    let base = |name: &str| out.iter().find(|c| c.name == name).cloned();
+    let (linux, xen) = (base("linux"), base("xen"));
+    for c in &mut out {
+        for m in METRICS.iter().filter(|m| m.ratios) {
+            let x = c.median(m.key);
+            let ratio = |b: &Option<ConfigSummary>| {
+                let b = b.as_ref()?.median(m.key)?;
+                let x = x?;
+                (b > 0.0).then(|| 100.0 * x / b)
+            };
+            let (vl, vx) = (ratio(&linux), ratio(&xen));
+            c.vs_linux.insert(m.key, vl);
+            c.vs_xen.insert(m.key, vx);
+        }
+    }
+    out
+}
+
+fn majority<'a>(it: impl Iterator<Item = &'a str>) -> String {
+    let mut n: BTreeMap<&str, usize> = BTreeMap::new();
+    for x in it {
+        *n.entry(x).or_default() += 1;
+    }
+    n.into_iter()
+        .max_by_key(|(_, k)| *k)
+        .map(|(x, _)| x.to_string())
+        .unwrap_or_default()
+}
+
+/// Puts `v` at the dotted path `key` in `obj`.
+fn put(obj: &mut Map<String, Value>, key: &str, v: Value) {
+    match key.split_once('.') {
+        None => {
+            obj.insert(key.to_string(), v);
+        }
+        Some((head, rest)) => {
+            let e = obj
+                .entry(head.to_string())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(m) = e {
+                put(m, rest, v);
+            }
+        }
+    }
+}
+
+/// A configuration's summary as JSON: the medians under the metric names (the fields of the
+/// earlier issues: `throughput_mbps`, `rr_tps`, `cycles_per_byte{total,driver,guest}`,
+/// `lro_rate`, `flush_latency_us{p50,p99}`, ...), the same shape under `min` and `max`, the
+/// ratios under `vs_linux` and `vs_xen`. `null` marks a figure that does not apply.
+pub fn to_json(c: &ConfigSummary) -> Value {
+    let mut o = Map::new();
+    let (mut min, mut max, mut vl, mut vx) = (Map::new(), Map::new(), Map::new(), Map::new());
+    for m in METRICS {
+        let st = c.stats[m.key];
+        put(&mut o, m.key, json!(st.map(|s| s.median)));
+        put(&mut min, m.key, json!(st.map(|s| s.min)));
+        put(&mut max, m.key, json!(st.map(|s| s.max)));
+        if m.ratios {
+            put(&mut vl, m.key, json!(c.vs_linux[m.key]));
+            put(&mut vx, m.key, json!(c.vs_xen[m.key]));
+        }
+    }
+    o.insert("min".into(), Value::Object(min));
+    o.insert("max".into(), Value::Object(max));
+    o.insert("vs_linux".into(), Value::Object(vl));
+    o.insert("vs_xen".into(), Value::Object(vx));
+    o.insert("description".into(), json!(c.description));
+    o.insert("reps".into(), json!(c.reps));
+    o.insert("limit".into(), json!(c.limit));
+    o.insert("bytes_verified".into(), json!(c.bytes_verified));
+    o.insert("errors".into(), json!(c.errors));
+    Value::Object(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(config: &str, mbps: f64, warmup: bool) -> Sample {
+        Sample {
+            config: config.into(),
+            warmup,
+            throughput_mbps: mbps,
+            cycles_per_byte_total: 1000.0 / mbps,
+            limit: "receiver".into(),
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn median_min_max() {
+        assert_eq!(Stat::of(&[]), None);
+        let s = Stat::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+        assert_eq!(Stat::of(&[4.0, 1.0, 2.0, 3.0]).unwrap().median, 2.5);
+    }
+
+    #[test]
+    fn ratios_come_from_the_medians_and_skip_the_warm_up() {
+        let samples = vec![
+            sample("linux", 99999.0, true),
+            sample("linux", 1000.0, false),
+            sample("linux", 3000.0, false),
+            sample("xen", 1000.0, false),
+        ];
+        let cs = summarize(&["linux".into(), "xen".into()], &samples);
+        assert_eq!(cs[0].median("throughput_mbps"), Some(2000.0));
+        assert_eq!(cs[0].reps, 2);
+        assert_eq!(cs[1].vs_linux["throughput_mbps"], Some(50.0));
+        assert_eq!(cs[0].vs_xen["throughput_mbps"], Some(200.0));
+        assert_eq!(cs[1].vs_xen["throughput_mbps"], Some(100.0));
+        // No split for native Linux: no ratio either.
+        assert_eq!(cs[1].vs_linux["cycles_per_byte.driver"], None);
+        let j = to_json(&cs[1]);
+        assert_eq!(j["throughput_mbps"], 1000.0);
+        assert_eq!(j["min"]["throughput_mbps"], 1000.0);
+        assert_eq!(j["vs_linux"]["throughput_mbps"], 50.0);
+        assert!(j["cycles_per_byte"]["driver"].is_null());
+        assert!(j["cycles_per_byte"]["total"].is_number());
+        assert!(j["flush_latency_us"]["p99"].is_null());
+        assert_eq!(j["limit"], "receiver");
+    }
+}
