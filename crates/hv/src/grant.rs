@@ -637,6 +637,48 @@ pub struct CopyFromGuest<'a> {
     pub status: GntStatus,
 }
 
+/// What a copy batch needs of an op, in either direction.
+trait CopyOp {
+    /// The guest page is the destination (needs write access).
+    const TO_GUEST: bool;
+    /// (grant, offset into its page, length).
+    fn target(&self) -> (GrantRef, u16, usize);
+    /// Copies between the op's local buffer and `page`, which `copy_one` checked to be valid for
+    /// the op's length and keeps pinned while this runs.
+    fn transfer(&mut self, page: *mut u8);
+    fn set_status(&mut self, s: GntStatus);
+}
+
+impl CopyOp for CopyToGuest<'_> {
+    const TO_GUEST: bool = true;
+    fn target(&self) -> (GrantRef, u16, usize) {
+        (self.gref, self.offset, self.src.len())
+    }
+    fn transfer(&mut self, dst: *mut u8) {
+        // SAFETY: `dst` is valid for `src.len()` bytes of the pinned guest page (checked in
+        // copy_one); `src` is a local slice, not guest memory.
+        unsafe { std::ptr::copy_nonoverlapping(self.src.as_ptr(), dst, self.src.len()) }
+    }
+    fn set_status(&mut self, s: GntStatus) {
+        self.status = s;
+    }
+}
+
+impl CopyOp for CopyFromGuest<'_> {
+    const TO_GUEST: bool = false;
+    fn target(&self) -> (GrantRef, u16, usize) {
+        (self.gref, self.offset, self.dst.len())
+    }
+    fn transfer(&mut self, src: *mut u8) {
+        // SAFETY: `src` is valid for `dst.len()` bytes of the pinned guest page (checked in
+        // copy_one); `dst` is a local slice, not guest memory.
+        unsafe { std::ptr::copy_nonoverlapping(src, self.dst.as_mut_ptr(), self.dst.len()) }
+    }
+    fn set_status(&mut self, s: GntStatus) {
+        self.status = s;
+    }
+}
+
 /// The hypervisor's grant services for all domains.
 pub struct Hypervisor {
     domains: RwLock<HashMap<DomId, Arc<Domain>>>,
@@ -702,45 +744,18 @@ impl Hypervisor {
     /// `GNTTABOP_copy` into `target`'s granted pages, for grants `target` gave to `caller`.
     /// Every op gets its own status; a failed op does not stop the batch.
     pub fn copy_to_guest(&self, caller: DomId, target: DomId, ops: &mut [CopyToGuest<'_>]) {
-        let mut l = GrantStatsSnapshot {
-            copy_batches: 1,
-            copy_ops: ops.len() as u64,
-            ..Default::default()
-        };
-        let dom = self.domain(target);
-        let mut held = Held::default();
-        for op in ops.iter_mut() {
-            op.status = match &dom {
-                None => {
-                    l.bad_domain += 1;
-                    GntStatus::BadDomain
-                }
-                Some(d) => {
-                    let src = op.src;
-                    let spec = OpSpec {
-                        caller,
-                        gref: op.gref,
-                        offset: op.offset,
-                        len: src.len(),
-                        to_guest: true,
-                    };
-                    d.copy_one(spec, &mut held, &mut l, |dst| {
-                        // SAFETY: `dst` is valid for `src.len()` bytes of the pinned guest page
-                        // (checked in copy_one); `src` is a local slice, not guest memory.
-                        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) }
-                    })
-                }
-            };
-        }
-        if let Some(d) = &dom {
-            d.release(&mut held);
-        }
-        self.stats.flush(&l);
+        self.copy_batch(caller, target, ops);
     }
 
     /// `GNTTABOP_copy` out of `target`'s granted pages, for grants `target` gave to `caller`.
     /// Every op gets its own status; a failed op does not stop the batch (its `dst` is untouched).
     pub fn copy_from_guest(&self, caller: DomId, target: DomId, ops: &mut [CopyFromGuest<'_>]) {
+        self.copy_batch(caller, target, ops);
+    }
+
+    /// One `GNTTABOP_copy` batch in either direction: validates and pins op by op (a grant
+    /// stays pinned across consecutive ops on it), counts, releases every pin at the end.
+    fn copy_batch<O: CopyOp>(&self, caller: DomId, target: DomId, ops: &mut [O]) {
         let mut l = GrantStatsSnapshot {
             copy_batches: 1,
             copy_ops: ops.len() as u64,
@@ -749,28 +764,24 @@ impl Hypervisor {
         let dom = self.domain(target);
         let mut held = Held::default();
         for op in ops.iter_mut() {
-            op.status = match &dom {
+            let status = match &dom {
                 None => {
                     l.bad_domain += 1;
                     GntStatus::BadDomain
                 }
                 Some(d) => {
-                    let dst = &mut *op.dst;
-                    let len = dst.len();
+                    let (gref, offset, len) = op.target();
                     let spec = OpSpec {
                         caller,
-                        gref: op.gref,
-                        offset: op.offset,
+                        gref,
+                        offset,
                         len,
-                        to_guest: false,
+                        to_guest: O::TO_GUEST,
                     };
-                    d.copy_one(spec, &mut held, &mut l, |src| {
-                        // SAFETY: `src` is valid for `len` bytes of the pinned guest page
-                        // (checked in copy_one); `dst` is a local slice, not guest memory.
-                        unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), len) }
-                    })
+                    d.copy_one(spec, &mut held, &mut l, |page| op.transfer(page))
                 }
             };
+            op.set_status(status);
         }
         if let Some(d) = &dom {
             d.release(&mut held);

@@ -9,8 +9,10 @@
 
 pub mod checksum;
 pub mod ethernet;
-#[cfg(test)]
-mod fixtures;
+/// Captured packets and an independent checksum reference, for tests (here and, with the
+/// `fixtures` feature, in other crates' tests).
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod flow;
 pub mod ipv4;
 pub mod ipv6;

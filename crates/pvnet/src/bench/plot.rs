@@ -55,10 +55,33 @@ fn bar_chart(
     title: &str,
     unit: &str,
 ) -> Result<()> {
-    let n = cs.len() as u32;
     let stat = |c: &ConfigSummary| c.stats[key];
     let ymax = top(cs.iter().filter_map(|c| stat(c).map(|s| s.max)));
     let names: Vec<String> = cs.iter().map(|c| c.name.clone()).collect();
+    let mut ch = bar_axes(area, title, unit, &names, ymax)?;
+    for (i, c) in cs.iter().enumerate() {
+        let Some(s) = stat(c) else { continue };
+        let i = i as u32;
+        let color = if configs::is_pv(&c.name) { PV } else { NATIVE };
+        ch.draw_series([bar(i, 0.0, s.median, color)])
+            .map_err(err)?;
+        whisker(&mut ch, i, s.min, s.max)?;
+        ch.draw_series([EmptyElement::at((SegmentValue::CenterOf(i), s.max))
+            + Text::new(format!("{:.0}", s.median), (0, -4), label_style(12))])
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// The axes of a bar chart: one segment per configuration, named below it.
+fn bar_axes<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+    unit: &str,
+    names: &[String],
+    ymax: f64,
+) -> Result<BarChart<'a, 'b>> {
+    let n = names.len() as u32;
     let mut ch = ChartBuilder::on(area)
         .caption(title, (FONT, 18))
         .margin(12)
@@ -78,31 +101,26 @@ fn bar_chart(
         .label_style((FONT, 13))
         .draw()
         .map_err(err)?;
-    for (i, c) in cs.iter().enumerate() {
-        let Some(s) = stat(c) else { continue };
-        let i = i as u32;
-        let color = if configs::is_pv(&c.name) { PV } else { NATIVE };
-        let mut bar = Rectangle::new(
-            [
-                (SegmentValue::Exact(i), 0.0),
-                (SegmentValue::Exact(i + 1), s.median),
-            ],
-            color.filled(),
-        );
-        bar.set_margin(0, 0, 8, 8);
-        ch.draw_series([bar]).map_err(err)?;
-        whisker(&mut ch, i, s.min, s.max)?;
-        ch.draw_series([EmptyElement::at((SegmentValue::CenterOf(i), s.max))
-            + Text::new(format!("{:.0}", s.median), (0, -4), label_style(12))])
-            .map_err(err)?;
-    }
-    Ok(())
+    Ok(ch)
 }
 
-type BarChart<'a> =
-    ChartContext<'a, SVGBackend<'a>, Cartesian2d<SegmentedCoord<RangedCoordu32>, RangedCoordf64>>;
+/// The bar of configuration `i` from `lo` to `hi`.
+fn bar(i: u32, lo: f64, hi: f64, color: RGBColor) -> Rectangle<(SegmentValue<u32>, f64)> {
+    let mut r = Rectangle::new(
+        [
+            (SegmentValue::Exact(i), lo),
+            (SegmentValue::Exact(i + 1), hi),
+        ],
+        color.filled(),
+    );
+    r.set_margin(0, 0, 8, 8);
+    r
+}
 
-fn whisker(ch: &mut BarChart<'_>, i: u32, min: f64, max: f64) -> Result<()> {
+type BarChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<SegmentedCoord<RangedCoordu32>, RangedCoordf64>>;
+
+fn whisker(ch: &mut BarChart<'_, '_>, i: u32, min: f64, max: f64) -> Result<()> {
     if max <= min {
         return Ok(());
     }
@@ -137,44 +155,12 @@ pub fn cycles(path: &Path, cs: &[ConfigSummary], reps: usize) -> Result<()> {
     let w = 120 + 90 * cs.len() as u32;
     let root = SVGBackend::new(path, (w.max(480), 420)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let n = cs.len() as u32;
     let total = |c: &ConfigSummary| c.stats["cycles_per_byte.total"];
     // Headroom for the legend.
     let ymax = 1.25 * top(cs.iter().filter_map(|c| total(c).map(|s| s.max)));
     let names: Vec<String> = cs.iter().map(|c| c.name.clone()).collect();
-    let mut ch = ChartBuilder::on(&root)
-        .caption(
-            format!("CPU cycles per byte received (median of {reps})"),
-            (FONT, 18),
-        )
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(64)
-        .build_cartesian_2d((0..n).into_segmented(), 0.0..ymax)
-        .map_err(err)?;
-    ch.configure_mesh()
-        .disable_x_mesh()
-        .light_line_style(TRANSPARENT)
-        .y_label_formatter(&|v| axis_number(*v))
-        .y_desc("cycles per byte")
-        .x_label_formatter(&|x| match x {
-            SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
-            _ => String::new(),
-        })
-        .label_style((FONT, 13))
-        .draw()
-        .map_err(err)?;
-    let seg = |i: u32, lo: f64, hi: f64, color: RGBColor| {
-        let mut r = Rectangle::new(
-            [
-                (SegmentValue::Exact(i), lo),
-                (SegmentValue::Exact(i + 1), hi),
-            ],
-            color.filled(),
-        );
-        r.set_margin(0, 0, 8, 8);
-        r
-    };
+    let title = format!("CPU cycles per byte received (median of {reps})");
+    let mut ch = bar_axes(&root, &title, "cycles per byte", &names, ymax)?;
     let (mut legend_driver, mut legend_native) = (false, false);
     for (i, c) in cs.iter().enumerate() {
         let i = i as u32;
@@ -183,13 +169,13 @@ pub fn cycles(path: &Path, cs: &[ConfigSummary], reps: usize) -> Result<()> {
         let g = c.median("cycles_per_byte.guest");
         match (d, g) {
             (Some(d), Some(g)) => {
-                let a = ch.draw_series([seg(i, 0.0, d, DRIVER)]).map_err(err)?;
+                let a = ch.draw_series([bar(i, 0.0, d, DRIVER)]).map_err(err)?;
                 if !legend_driver {
                     a.label("driver domain").legend(|(x, y)| {
                         Rectangle::new([(x, y - 5), (x + 10, y + 5)], DRIVER.filled())
                     });
                 }
-                let a = ch.draw_series([seg(i, d, d + g, GUEST)]).map_err(err)?;
+                let a = ch.draw_series([bar(i, d, d + g, GUEST)]).map_err(err)?;
                 if !legend_driver {
                     a.label("guest").legend(|(x, y)| {
                         Rectangle::new([(x, y - 5), (x + 10, y + 5)], GUEST.filled())
@@ -199,7 +185,7 @@ pub fn cycles(path: &Path, cs: &[ConfigSummary], reps: usize) -> Result<()> {
             }
             _ => {
                 let a = ch
-                    .draw_series([seg(i, 0.0, t.median, NATIVE)])
+                    .draw_series([bar(i, 0.0, t.median, NATIVE)])
                     .map_err(err)?;
                 if !legend_native {
                     a.label("native (no split)").legend(|(x, y)| {
