@@ -16,6 +16,7 @@ use netlink_packet_route::address::{AddressAttribute, AddressMessage};
 use netlink_packet_route::link::{
     InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
 };
+use netlink_packet_route::tc::{TcAttribute, TcHandle, TcMessage};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
@@ -229,6 +230,44 @@ pub fn link_names() -> Result<Vec<String>> {
         .collect();
     out.sort();
     Ok(out.into_iter().map(|(_, n)| n).collect())
+}
+
+/// Replaces the root qdisc of `name` by `kind`, a qdisc that takes no options (`pfifo_fast`,
+/// `pfifo`, `noqueue`...): `tc qdisc replace dev NAME root KIND`.
+pub fn set_root_qdisc(name: &str, kind: &str) -> Result<()> {
+    let index = ifindex(name)?;
+    let mut msg = TcMessage::with_index(index as i32);
+    msg.header.parent = TcHandle::ROOT;
+    msg.attributes.push(TcAttribute::Kind(kind.to_string()));
+    request(
+        RouteNetlinkMessage::NewQueueDiscipline(msg),
+        NLM_F_CREATE | netlink_packet_core::NLM_F_REPLACE,
+    )
+    .with_context(|| format!("setting the root qdisc of {name} to {kind}"))?;
+    Ok(())
+}
+
+/// The kind of the root qdisc of `name` (`noqueue` for a virtual device nobody configured).
+pub fn root_qdisc(name: &str) -> Result<String> {
+    let index = ifindex(name)? as i32;
+    let v = request(
+        RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()),
+        NLM_F_DUMP,
+    )
+    .context("RTM_GETQDISC dump")?;
+    v.into_iter()
+        .find_map(|m| match m {
+            RouteNetlinkMessage::NewQueueDiscipline(q)
+                if q.header.index == index && q.header.parent == TcHandle::ROOT =>
+            {
+                q.attributes.into_iter().find_map(|a| match a {
+                    TcAttribute::Kind(k) => Some(k),
+                    _ => None,
+                })
+            }
+            _ => None,
+        })
+        .ok_or_else(|| anyhow!("{name} has no root qdisc"))
 }
 
 /// Adds `addr/prefix` (with its broadcast address) to `name`.

@@ -77,6 +77,10 @@ fn make_temp_dir() -> Result<PathBuf> {
 }
 
 fn rps_path(root: &Path, ifname: &str, queue: u32) -> Result<PathBuf> {
+    Ok(dev_path(root, ifname)?.join(format!("queues/rx-{queue}/rps_cpus")))
+}
+
+fn dev_path(root: &Path, ifname: &str) -> Result<PathBuf> {
     if ifname.is_empty() || ifname.contains('/') || ifname == "." || ifname == ".." {
         bail!("invalid interface name {ifname:?}");
     }
@@ -84,7 +88,7 @@ fn rps_path(root: &Path, ifname: &str, queue: u32) -> Result<PathBuf> {
     if !dev.exists() {
         bail!("no such interface {ifname}");
     }
-    Ok(dev.join(format!("queues/rx-{queue}/rps_cpus")))
+    Ok(dev)
 }
 
 fn parse_mask(s: &str) -> Result<u32> {
@@ -117,6 +121,54 @@ pub fn get_rps_cpus(ns: &Netns, ifname: &str, queue: u32) -> Result<u32> {
         let p = rps_path(root, ifname, queue)?;
         parse_mask(&fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?)
     })
+}
+
+/// Switches the NAPI instances of `ifname` inside `ns` to (or from) kernel threads
+/// (`/sys/class/net/IF/threaded`), and checks it by reading it back.
+pub fn set_napi_threaded(ns: &Netns, ifname: &str, on: bool) -> Result<()> {
+    with_sysfs_in(ns, |root| {
+        let p = dev_path(root, ifname)?.join("threaded");
+        let want = if on { "1" } else { "0" };
+        fs::write(&p, format!("{want}\n")).with_context(|| {
+            format!(
+                "writing {} (threaded NAPI needs Linux 5.12 or later)",
+                p.display()
+            )
+        })?;
+        let got = fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+        // Newer kernels may report a mode name; anything but "0"/"disabled" means on.
+        let is_on = !matches!(got.trim(), "0" | "disabled");
+        if is_on != on {
+            bail!("{} reads back {:?}, wanted {want}", p.display(), got.trim());
+        }
+        Ok(())
+    })
+}
+
+/// The pids of the kernel threads that run the threaded NAPI instances of `ifname`
+/// (named `napi/IFNAME-NAPI_ID`; kernel thread names are not truncated in `/proc/PID/comm`).
+pub fn napi_threads(ifname: &str) -> Result<Vec<i32>> {
+    let prefix = format!("napi/{ifname}-");
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").context("reading /proc")? {
+        let Ok(e) = e else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        // The task may be gone by now: skip it.
+        let Ok(comm) = fs::read_to_string(e.path().join("comm")) else {
+            continue;
+        };
+        let comm = comm.trim_end();
+        if comm
+            .strip_prefix(&prefix)
+            .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+        {
+            out.push(pid);
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
 }
 
 fn sysctl_path(key: &str) -> Result<PathBuf> {

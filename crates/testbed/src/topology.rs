@@ -43,6 +43,30 @@ pub const REMOTE_IF_SUFFIX: &str = "r";
 /// Suffix of the driver domain's veth end, its physical port (`pv{id}p`).
 pub const DD_IF_SUFFIX: &str = "p";
 
+/// The root qdisc of the remote host's veth end.
+pub const WIRE_QDISC: &str = "pfifo_fast";
+
+/// Makes the NAPI instances of `ifname` (in `ns`) kernel threads and pins them to `cpu`
+/// (when given). Waits up to a second for the threads to appear.
+fn pin_napi_threads(ns: &Netns, ifname: &str, cpu: Option<usize>) -> Result<()> {
+    sys::set_napi_threaded(ns, ifname, true)?;
+    let Some(cpu) = cpu else { return Ok(()) };
+    let t0 = std::time::Instant::now();
+    loop {
+        let pids = sys::napi_threads(ifname)?;
+        if !pids.is_empty() {
+            for p in pids {
+                crate::cpu::pin_pid(p, cpu)?;
+            }
+            return Ok(());
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(1) {
+            bail!("no napi/{ifname}-* kernel thread appeared after enabling threaded NAPI");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// What to build.
 #[derive(Clone, Debug)]
 pub struct TestbedConfig {
@@ -181,6 +205,10 @@ impl Testbed {
                 ethtool::set_feature(&remote_if, Feature::Tso, false)?;
                 ethtool::set_feature(&remote_if, Feature::Gso, false)?;
                 ethtool::set_feature(&remote_if, Feature::TxCsum, false)?;
+                // A queue in front of the wire, as a NIC driver has: when the peer's NAPI ring
+                // (veth with GRO on) is full, veth stops the queue and the qdisc holds the
+                // packet. With veth's default `noqueue` it is dropped (a retransmission).
+                link::set_root_qdisc(&remote_if, WIRE_QDISC)?;
                 link::set_up(&remote_if, true)
             })?
             .context("configuring the remote host's veth end")?;
@@ -193,6 +221,14 @@ impl Testbed {
         if let Some(c) = cfg.rps_cpu {
             sys::set_rps_cpus(&dd, &dd_if, 0, 1u32 << c)
                 .context("RPS on the driver domain's veth end")?;
+        }
+        if gro {
+            // With GRO on, veth receives through NAPI, and NAPI runs on the CPU that scheduled
+            // it: the sender's. A receiving NIC's NAPI runs on the receiving machine, so the
+            // instances become kernel threads pinned to the receiving CPU.
+            let cpu = cfg.rps_cpu;
+            pin_napi_threads(&dd, &dd_if, cpu)
+                .context("threaded NAPI on the driver domain's veth end")?;
         }
         if let Some(c) = cfg.remote_rps_cpu {
             sys::set_rps_cpus(&remote, &remote_if, 0, 1u32 << c)

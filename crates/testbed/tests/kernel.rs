@@ -353,6 +353,11 @@ fn testbed_native_tcp() {
             assert!(!ethtool::get_feature(&rif, Feature::Tso).unwrap());
             assert!(!ethtool::get_feature(&rif, Feature::Gso).unwrap());
             assert!(!ethtool::get_feature(&rif, Feature::TxCsum).unwrap());
+            assert_eq!(
+                link::root_qdisc(&rif).unwrap(),
+                pvnet_testbed::topology::WIRE_QDISC
+            );
+            assert_eq!(link::root_qdisc("lo").unwrap(), "noqueue");
             assert_eq!(link::get_mtu(&rif).unwrap(), 1500);
             assert_eq!(link::ipv4_addrs(&rif).unwrap(), vec![(remote_addr(), 24)]);
             assert!(link::is_up(&rif).unwrap() && link::is_up("lo").unwrap());
@@ -443,7 +448,7 @@ fn testbed_gro_option_turns_gro_on_at_the_driver_domain_port() {
         id: id.clone(),
         guests: 0,
         mtu: 1500,
-        rps_cpu: None,
+        rps_cpu: Some(0),
         gro: true,
         remote_rps_cpu: None,
     })
@@ -457,7 +462,29 @@ fn testbed_gro_option_turns_gro_on_at_the_driver_domain_port() {
         on,
         "gro: true leaves GRO on on the driver domain's veth end"
     );
+    // veth's NAPI runs in kernel threads pinned to the receiving CPU.
+    let pids = sys::napi_threads(&tb.dd_if).unwrap();
+    assert!(!pids.is_empty(), "no napi/{}-* thread", tb.dd_if);
+    for p in &pids {
+        let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(*p)).unwrap();
+        let cpus: Vec<usize> = (0..pvnet_testbed::cpu::nr_cpus())
+            .filter(|&c| set.is_set(c).unwrap())
+            .collect();
+        assert_eq!(cpus, [0], "napi thread {p} pinned to the receiving CPU");
+    }
+    let dd_if = tb.dd_if.clone();
     tb.teardown().unwrap();
+    // The namespace (and the veth in it) goes when its last handle closes, dismantled by a
+    // kernel work queue: give it a moment.
+    drop(tb);
+    let t0 = std::time::Instant::now();
+    while !sys::napi_threads(&dd_if).unwrap().is_empty() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(10),
+            "the napi threads end with the veth"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 #[test]

@@ -48,10 +48,10 @@ pub struct BenchArgs {
     /// Measured repetitions of each configuration (default 3, quick 1).
     #[arg(long)]
     pub reps: Option<usize>,
-    /// Seconds per stream test (default 10, quick 2).
+    /// Seconds per stream test (default 7, quick 2).
     #[arg(long)]
     pub duration: Option<f64>,
-    /// Seconds per TCP_RR test (default 5, quick 1).
+    /// Seconds per TCP_RR test (default 3, quick 1).
     #[arg(long)]
     pub rr_duration: Option<f64>,
     /// Bytes per send call of the stream sender.
@@ -193,10 +193,10 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         bail!("--msg-size must be at least 1");
     }
     let reps = args.reps.unwrap_or(if args.quick { 1 } else { 3 });
-    let stream_seconds = args.duration.unwrap_or(if args.quick { 2.0 } else { 10.0 });
+    let stream_seconds = args.duration.unwrap_or(if args.quick { 2.0 } else { 7.0 });
     let rr_seconds = args
         .rr_duration
-        .unwrap_or(if args.quick { 1.0 } else { 5.0 });
+        .unwrap_or(if args.quick { 1.0 } else { 3.0 });
     if reps == 0 || stream_seconds <= 0.0 || rr_seconds <= 0.0 {
         bail!("--reps, --duration and --rr-duration must be positive");
     }
