@@ -123,23 +123,21 @@ pub fn get_rps_cpus(ns: &Netns, ifname: &str, queue: u32) -> Result<u32> {
     })
 }
 
-/// Switches the NAPI instances of `ifname` inside `ns` to (or from) kernel threads
+/// Makes the NAPI instances of `ifname` inside `ns` kernel threads
 /// (`/sys/class/net/IF/threaded`), and checks it by reading it back.
-pub fn set_napi_threaded(ns: &Netns, ifname: &str, on: bool) -> Result<()> {
+pub fn set_napi_threaded(ns: &Netns, ifname: &str) -> Result<()> {
     with_sysfs_in(ns, |root| {
         let p = dev_path(root, ifname)?.join("threaded");
-        let want = if on { "1" } else { "0" };
-        fs::write(&p, format!("{want}\n")).with_context(|| {
+        fs::write(&p, "1\n").with_context(|| {
             format!(
                 "writing {} (threaded NAPI needs Linux 5.12 or later)",
                 p.display()
             )
         })?;
         let got = fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
-        // Newer kernels may report a mode name; anything but "0"/"disabled" means on.
-        let is_on = !matches!(got.trim(), "0" | "disabled");
-        if is_on != on {
-            bail!("{} reads back {:?}, wanted {want}", p.display(), got.trim());
+        // Newer kernels may report a mode: anything but "0" / "disabled" is threaded.
+        if matches!(got.trim(), "0" | "disabled") {
+            bail!("{} reads back {:?}, wanted 1", p.display(), got.trim());
         }
         Ok(())
     })

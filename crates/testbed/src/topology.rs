@@ -49,7 +49,7 @@ pub const WIRE_QDISC: &str = "pfifo_fast";
 /// Makes the NAPI instances of `ifname` (in `ns`) kernel threads and pins them to `cpu`
 /// (when given). Waits up to a second for the threads to appear.
 fn pin_napi_threads(ns: &Netns, ifname: &str, cpu: Option<usize>) -> Result<()> {
-    sys::set_napi_threaded(ns, ifname, true)?;
+    sys::set_napi_threaded(ns, ifname)?;
     let Some(cpu) = cpu else { return Ok(()) };
     let t0 = std::time::Instant::now();
     loop {
@@ -226,8 +226,7 @@ impl Testbed {
             // With GRO on, veth receives through NAPI, and NAPI runs on the CPU that scheduled
             // it: the sender's. A receiving NIC's NAPI runs on the receiving machine, so the
             // instances become kernel threads pinned to the receiving CPU.
-            let cpu = cfg.rps_cpu;
-            pin_napi_threads(&dd, &dd_if, cpu)
+            pin_napi_threads(&dd, &dd_if, cfg.rps_cpu)
                 .context("threaded NAPI on the driver domain's veth end")?;
         }
         if let Some(c) = cfg.remote_rps_cpu {
