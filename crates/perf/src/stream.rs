@@ -10,8 +10,10 @@ use serde::{Deserialize, Serialize};
 use crate::pattern;
 use crate::proto::{self, Hello};
 
-/// Receive buffer of the server (one `read` per chunk).
-pub const RECV_BUF: usize = 256 << 10;
+/// Bytes the server asks for per `read`: 64 KiB, what iperf3's server reads per call at the default
+/// message size. Larger reads hold the socket longer, so more ACKs leave from `recvmsg` and the
+/// sender's CPU takes an RPS IPI for each: with 256 KiB, natively iperf3 measured 8 % faster.
+pub const RECV_BUF: usize = 64 << 10;
 
 /// Options of [`stream_send`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
