@@ -242,6 +242,11 @@ pub struct Daemon {
     admin_conns: BTreeMap<u64, OwnedFd>,
     next_conn: u64,
     start: Instant,
+    /// Nanoseconds since `start`, read once per loop pass and per poll (not per frame): the
+    /// bridge's learning and ageing need no finer clock.
+    now: u64,
+    /// When the bridge's table was last aged (`now` units).
+    aged_at: u64,
     stats: DaemonStats,
     /// Packets waiting to be routed (reused buffer).
     pending: Vec<(PortId, Packet)>,
@@ -251,6 +256,9 @@ pub struct Daemon {
 }
 
 use pvnet_perf::cpu::rdtsc;
+
+/// How often the bridge's table is swept for expired entries (its ageing time is minutes).
+const AGE_EVERY_NS: u64 = 1_000_000_000;
 
 fn now_ns(start: Instant) -> u64 {
     start.elapsed().as_nanos() as u64
@@ -359,6 +367,8 @@ impl Daemon {
             admin_conns: BTreeMap::new(),
             next_conn: 0,
             start: Instant::now(),
+            now: 0,
+            aged_at: 0,
             stats: DaemonStats::default(),
             pending: Vec::new(),
             ddtap_buf: Vec::new(),
@@ -627,6 +637,7 @@ impl Daemon {
             Err(nix::errno::Errno::EINTR) => 0,
             Err(e) => return Err(e.into()),
         };
+        self.now = now_ns(self.start);
         let mut pnic_ready = false;
         for ev in &events[..n] {
             let tok = ev.data();
@@ -661,6 +672,7 @@ impl Daemon {
         }
         // NAPI: a poll that used its whole budget is rescheduled without sleeping.
         while more_pnic && !self.stopping {
+            self.now = now_ns(self.start);
             more_pnic = self.pnic_poll();
             // Serve the guests' events between polls so TX (ACKs) keeps flowing.
             let mut evs = [EpollEvent::empty(); 32];
@@ -686,7 +698,10 @@ impl Daemon {
         self.lro_expire();
         self.arm_lro_timer();
         self.process_store_events();
-        self.bridge.age(now_ns(self.start));
+        if self.now.saturating_sub(self.aged_at) >= AGE_EVERY_NS {
+            self.bridge.age(self.now);
+            self.aged_at = self.now;
+        }
         Ok(())
     }
 
@@ -805,7 +820,7 @@ impl Daemon {
         }
         match self
             .bridge
-            .input(ingress, MacAddr(src), MacAddr(dst), now_ns(self.start))
+            .input(ingress, MacAddr(src), MacAddr(dst), self.now)
         {
             Decision::Forward(p) => self.deliver(p, pkt),
             Decision::Flood => {
