@@ -309,3 +309,64 @@ fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn bench_pairs_xen_and_adaptive_on_one_testbed() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("bench_pairs_xen_and_adaptive_on_one_testbed") {
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("pvnet-bench-{}", unique_id()));
+    let stdout = ok(&[
+        "bench",
+        "--quick",
+        "--configs",
+        "xen,adaptive",
+        "--paired-rounds",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(stdout.contains("TCP_RR on one testbed"), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let p = &v["rr_paired"];
+    assert_eq!(p["base"], "xen", "{p}");
+    assert_eq!(p["other"], "adaptive", "{p}");
+    assert_eq!(p["rounds"].as_u64(), Some(2), "{p}");
+    let tps = |k: &str| -> Vec<f64> {
+        p[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let (b, o) = (tps("base_tps"), tps("other_tps"));
+    assert!(b.len() == 2 && o.len() == 2, "{p}");
+    assert!(b.iter().chain(&o).all(|t| *t > 0.0), "{p}");
+    for (i, r) in p["ratios"].as_array().unwrap().iter().enumerate() {
+        assert!((r.as_f64().unwrap() - o[i] / b[i]).abs() < 1e-9, "{p}");
+    }
+    // Each run measured what it is filed under: the daemon's answers, in run order (A B, B A).
+    let settings: Vec<&str> = p["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(settings, ["off", "adaptive", "adaptive", "off"], "{p}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("| vs xen %, median of rounds | 100.0 |"),
+        "{report}"
+    );
+    // Its testbed is gone like the others.
+    let id = p["run_id"].as_str().unwrap();
+    assert!(
+        namespaces_of(id).is_empty(),
+        "run {id} left {:?}",
+        namespaces_of(id)
+    );
+    assert!(!std::path::Path::new(&format!("/run/pvnet/{id}")).exists());
+    let _ = std::fs::remove_dir_all(&out);
+}

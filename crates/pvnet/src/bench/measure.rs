@@ -146,7 +146,7 @@ fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Resul
 
     // Stream.
     let mut server = match p.tool {
-        Tool::Builtin => start_builtin_server(&exe, &rx)?,
+        Tool::Builtin => start_builtin_server(&exe, &rx, true)?,
         Tool::Iperf3 => start_iperf3_server(&rx)?,
     };
     wait_listening(&rx, &mut server)?;
@@ -249,40 +249,66 @@ fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Resul
     interrupt::check()?;
 
     // Request/response: always the built-in tool (iperf3 has no TCP_RR).
-    let mut server = start_builtin_server(&exe, &rx)?;
+    let mut server = start_builtin_server(&exe, &rx, true)?;
     wait_listening(&rx, &mut server)?;
     progress.phase("TCP_RR", p.rr_seconds);
     note_others(&mut s, &info.id);
+    match rr_client(&remote, &exe, &rx_addr, p.rr_seconds)? {
+        Ok(r) => {
+            s.rr_tps = r.tps;
+            s.rr_p50_us = r.p50_us;
+            s.rr_p99_us = r.p99_us;
+        }
+        Err(e) => s.errors.push(e),
+    }
+    drop(server);
+    Ok(s)
+}
+
+/// One TCP_RR run's figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RrResult {
+    pub tps: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+/// Runs the built-in TCP_RR client on the sending CPU in `remote` against `rx_addr`:[`PORT`]
+/// for `seconds`. Err: it could not run (or Ctrl-C); Ok(Err): it ran and failed, or counted
+/// errors, with the message for the report.
+pub fn rr_client(
+    remote: &Netns,
+    exe: &Path,
+    rx_addr: &str,
+    seconds: f64,
+) -> Result<Result<RrResult, String>> {
     let out = child::output(
-        child::pinned(remote.command(&exe), TX_CPU).args([
+        child::pinned(remote.command(exe), TX_CPU).args([
             "perf",
             "rr",
-            &rx_addr,
+            rx_addr,
             "--port",
             &PORT.to_string(),
             "--duration",
-            &p.rr_seconds.to_string(),
+            &seconds.to_string(),
         ]),
         "the TCP_RR client",
-        Duration::from_secs_f64(p.rr_seconds + 30.0),
+        Duration::from_secs_f64(seconds + 30.0),
     )?;
-    drop(server);
-    match serde_json::from_slice::<serde_json::Value>(&out.stdout) {
-        Ok(v) => {
-            s.rr_tps = v["tps"].as_f64().unwrap_or(0.0);
-            s.rr_p50_us = v["p50_us"].as_f64().unwrap_or(0.0);
-            s.rr_p99_us = v["p99_us"].as_f64().unwrap_or(0.0);
-            if v["errors"].as_u64().unwrap_or(0) > 0 {
-                s.errors
-                    .push(format!("TCP_RR reported {} errors", v["errors"]));
-            }
-        }
-        Err(_) => s.errors.push(format!(
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
+        return Ok(Err(format!(
             "TCP_RR failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
-        )),
+        )));
+    };
+    if v["errors"].as_u64().unwrap_or(0) > 0 {
+        return Ok(Err(format!("TCP_RR reported {} errors", v["errors"])));
     }
-    Ok(s)
+    Ok(Ok(RrResult {
+        tps: v["tps"].as_f64().unwrap_or(0.0),
+        p50_us: v["p50_us"].as_f64().unwrap_or(0.0),
+        p99_us: v["p99_us"].as_f64().unwrap_or(0.0),
+    }))
 }
 
 /// Records the other pvnet runs that are up besides `own`.
@@ -341,15 +367,15 @@ fn parse_iperf3_stream(out: &std::process::Output, s: &mut Sample) {
     }
 }
 
-fn start_builtin_server(exe: &Path, rx: &Netns) -> Result<Guard> {
+/// The built-in receiver on the receiving CPU: for one connection (`once`), or until dropped.
+pub fn start_builtin_server(exe: &Path, rx: &Netns, once: bool) -> Result<Guard> {
+    let bind = format!("0.0.0.0:{PORT}");
+    let mut args = vec!["perf", "server", "--bind", &bind];
+    if once {
+        args.push("--once");
+    }
     let c = child::pinned(rx.command(exe), RX_CPU)
-        .args([
-            "perf",
-            "server",
-            "--once",
-            "--bind",
-            &format!("0.0.0.0:{PORT}"),
-        ])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -371,7 +397,7 @@ fn start_iperf3_server(rx: &Netns) -> Result<Guard> {
 
 /// Waits until the receiver listens on [`PORT`] in its namespace: read from the namespace's
 /// socket table, so no probe connection disturbs a one-test server.
-fn wait_listening(rx: &Netns, server: &mut Guard) -> Result<()> {
+pub fn wait_listening(rx: &Netns, server: &mut Guard) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if rx.run(|| listening(PORT))?? {

@@ -272,6 +272,32 @@ pub fn concurrency_warning(run: &Run) -> Option<String> {
 }
 
 /// The whole `report.md`.
+/// The paired TCP_RR comparison: one column per configuration, rounds' medians and the median
+/// of the per-round ratios.
+pub fn paired_table(p: &super::paired::Paired) -> Table {
+    let (b, o) = p.medians();
+    let pct = |x: f64| format!("{:.1}", 100.0 * x);
+    Table {
+        title: format!(
+            "TCP_RR on one testbed, {} and {} switched live ({} rounds of {} s each)",
+            p.base, p.other, p.rounds, p.seconds
+        ),
+        columns: vec![p.base.clone(), p.other.clone()],
+        rows: vec![
+            (
+                "TCP_RR (trans/s), median".into(),
+                vec![format!("{b:.0}"), format!("{o:.0}")],
+            ),
+            (
+                format!("vs {} %, median of rounds", p.base),
+                vec!["100.0".into(), pct(p.ratio_median)],
+            ),
+            ("  min".into(), vec!["100.0".into(), pct(p.ratio_min)]),
+            ("  max".into(), vec!["100.0".into(), pct(p.ratio_max)]),
+        ],
+    }
+}
+
 pub fn markdown(run: &Run) -> String {
     let p = &run.params;
     let m = &run.machine;
@@ -325,6 +351,14 @@ pub fn markdown(run: &Run) -> String {
         s.push_str(&t.markdown());
         s.push('\n');
     }
+    if let Some(pr) = &run.paired {
+        s.push_str(&paired_table(pr).markdown());
+        let _ = writeln!(
+            s,
+            "\nTCP_RR differs by several percent between fresh testbeds of one configuration, more than between configurations. Here one testbed ran both: each round ran {} then {} (the order alternating between rounds), the data path switched live as `pvnet set` does; \"vs {} %\" is the median of the rounds' ratios.\n",
+            pr.base, pr.other, pr.base
+        );
+    }
     s.push_str("![throughput](throughput.svg)\n\n![cycles per byte](cycles.svg)\n\n");
     if let Some(sw) = &run.sweep {
         s.push_str("## Timeout sweep\n\n");
@@ -359,6 +393,7 @@ pub fn markdown(run: &Run) -> String {
         .summary
         .iter()
         .flat_map(|c| c.errors.iter().map(move |e| format!("- {}: {e}", c.name)))
+        .chain(run.paired_error.iter().map(|e| format!("- {e}")))
         .collect();
     if !errors.is_empty() {
         s.push_str("\n## Errors\n\n");
@@ -423,6 +458,30 @@ mod tests {
         assert!(md.contains("| | linux | xen |"), "{md}");
         assert!(md.contains("| vs Linux % | 100.0 | 33.3 |"), "{md}");
         assert!(iv.text().contains("vs Linux %"));
+    }
+
+    #[test]
+    fn paired_table_shows_the_median_ratio() {
+        let p = super::super::paired::Paired::new(
+            "xen",
+            "adaptive",
+            1.0,
+            vec![100.0, 100.0, 100.0],
+            vec![98.0, 101.0, 97.0],
+        );
+        let t = paired_table(&p);
+        assert_eq!(t.columns, ["xen", "adaptive"]);
+        let md = t.markdown();
+        assert!(
+            md.contains("| vs xen %, median of rounds | 100.0 | 98.0 |"),
+            "{md}"
+        );
+        assert!(md.contains("| min | 100.0 | 97.0 |"), "{md}");
+        assert!(md.contains("| max | 100.0 | 101.0 |"), "{md}");
+        assert!(
+            md.contains("| TCP_RR (trans/s), median | 100 | 98 |"),
+            "{md}"
+        );
     }
 
     #[test]
