@@ -75,6 +75,9 @@ pub struct FrontStats {
     pub notifications_sent: u64,
     /// Deliveries to the stack that failed (e.g. TAP write errors).
     pub deliver_errors: u64,
+    /// Batches of received packets handed to the stack together (one pass over the RX ring
+    /// each): `rx_packets / rx_batches` packets per batch.
+    pub rx_batches: u64,
 }
 
 /// A snapshot of a frontend's resources ([`Netfront::resources`]).
@@ -118,7 +121,30 @@ pub struct Netfront {
     tx_free_pages: Vec<u32>,
     /// Responses of a multi-slot RX packet gathered so far.
     rx_slots: Vec<RxResponse>,
+    /// Complete RX packets not yet handed to the stack: they go together, before their
+    /// buffers are posted again.
+    rx_batch: Vec<PendingRx>,
+    /// Their pieces (page, offset, length), back to back.
+    rx_batch_pieces: Vec<(Pfn, u16, u16)>,
     pub stats: FrontStats,
+}
+
+/// A received packet waiting in the batch: its header and its pieces' range in
+/// `rx_batch_pieces`.
+#[derive(Clone, Copy, Debug)]
+struct PendingRx {
+    hdr: VirtioNetHdr,
+    first: usize,
+    count: usize,
+    len: usize,
+}
+
+/// One packet of an RX batch, as handed to the stack.
+#[derive(Clone, Copy, Debug)]
+pub struct RxPacket<'a> {
+    pub hdr: VirtioNetHdr,
+    /// The data, in the guest's own buffer pages (no longer granted).
+    pub pieces: &'a [&'a [u8]],
 }
 
 impl Netfront {
@@ -169,6 +195,8 @@ impl Netfront {
             tx_free_ids: (0..TxRing::SIZE as u16).rev().collect(),
             tx_free_pages: (0..TX_PAGES).rev().collect(),
             rx_slots: Vec::with_capacity(20),
+            rx_batch: Vec::with_capacity(RxRing::SIZE as usize),
+            rx_batch_pieces: Vec::with_capacity(RxRing::SIZE as usize),
             stats: FrontStats::default(),
         })
     }
@@ -237,6 +265,21 @@ impl Netfront {
         &mut self,
         mut deliver: impl FnMut(&VirtioNetHdr, &[&[u8]]) -> io::Result<()>,
     ) -> usize {
+        self.rx_poll_batch(|pkts, ok| {
+            for (p, ok) in pkts.iter().zip(ok) {
+                *ok = deliver(&p.hdr, p.pieces).is_ok();
+            }
+        })
+    }
+
+    /// Like [`Netfront::rx_poll`], but the packets go to the stack a batch at a time: every
+    /// complete packet of one pass over the ring, handed to `deliver` together before their
+    /// buffers are posted again, as Linux netfront's NAPI poll hands its batch to the stack.
+    /// `deliver` sets `ok[i]` for each packet the stack took.
+    pub fn rx_poll_batch(
+        &mut self,
+        mut deliver: impl FnMut(&[RxPacket<'_>], &mut [bool]),
+    ) -> usize {
         let mut delivered = 0;
         // Kept across batches of responses: a packet's slots may straddle two reads of rsp_prod.
         let mut extra: Option<ExtraInfo> = None;
@@ -250,6 +293,7 @@ impl Netfront {
                 }
             };
             if n == 0 {
+                delivered += self.rx_flush_batch(&mut deliver);
                 self.rx_refill();
                 match self.rx.final_check_for_responses() {
                     Ok(true) => continue,
@@ -274,9 +318,7 @@ impl Netfront {
                         .last()
                         .map(|r| r.flags & NETRXF_MORE_DATA != 0);
                     if !expect_extra && last_more == Some(false) {
-                        if self.deliver_rx(extra.take(), &mut deliver) {
-                            delivered += 1;
-                        }
+                        self.deliver_rx(extra.take());
                         self.rx_slots.clear();
                     }
                     continue;
@@ -295,21 +337,60 @@ impl Netfront {
                 if r.flags & NETRXF_MORE_DATA != 0 || expect_extra {
                     continue;
                 }
-                if self.deliver_rx(extra.take(), &mut deliver) {
-                    delivered += 1;
-                }
+                self.deliver_rx(extra.take());
                 self.rx_slots.clear();
             }
         }
         delivered
     }
 
-    /// Hands the gathered slots of one packet to the stack.
-    fn deliver_rx(
-        &mut self,
-        extra: Option<ExtraInfo>,
-        deliver: &mut impl FnMut(&VirtioNetHdr, &[&[u8]]) -> io::Result<()>,
-    ) -> bool {
+    /// Hands the batch to the stack and counts what it took. Returns the packets delivered.
+    fn rx_flush_batch(&mut self, deliver: &mut impl FnMut(&[RxPacket<'_>], &mut [bool])) -> usize {
+        if self.rx_batch.is_empty() {
+            return 0;
+        }
+        let mut flat: Vec<&[u8]> = Vec::with_capacity(self.rx_batch_pieces.len());
+        for &(pfn, off, sz) in &self.rx_batch_pieces {
+            let p = self
+                .mem
+                .page_ptr(pfn)
+                .expect("the page was found when the packet was gathered");
+            // SAFETY: the page belongs to this guest's memory mapping, which outlives `flat`;
+            // its grant was revoked in rx_reclaim, so the backend can no longer write it (hv
+            // checks the grant on every copy), and nothing else in this process touches it
+            // until it is reposted by rx_refill, which runs after this batch is delivered.
+            // off + sz <= 4096 was checked when the packet was gathered.
+            flat.push(unsafe { std::slice::from_raw_parts(p.add(off as usize), sz as usize) });
+        }
+        let pkts: Vec<RxPacket<'_>> = self
+            .rx_batch
+            .iter()
+            .map(|p| RxPacket {
+                hdr: p.hdr,
+                pieces: &flat[p.first..p.first + p.count],
+            })
+            .collect();
+        let mut ok = vec![false; pkts.len()];
+        deliver(&pkts, &mut ok);
+        self.stats.rx_batches += 1;
+        drop(pkts);
+        let mut delivered = 0;
+        for (p, ok) in self.rx_batch.iter().zip(&ok) {
+            if *ok {
+                self.stats.rx_packets += 1;
+                self.stats.rx_bytes += p.len as u64;
+                delivered += 1;
+            } else {
+                self.stats.deliver_errors += 1;
+            }
+        }
+        self.rx_batch.clear();
+        self.rx_batch_pieces.clear();
+        delivered
+    }
+
+    /// Checks the gathered slots of one packet and adds it to the batch for the stack.
+    fn deliver_rx(&mut self, extra: Option<ExtraInfo>) -> bool {
         let mut pieces: [&[u8]; XEN_NETIF_NR_SLOTS_MIN + 2] = [&[]; XEN_NETIF_NR_SLOTS_MIN + 2];
         let first = self.rx_slots[0];
         if self.rx_slots.len() > pieces.len() {
@@ -350,17 +431,18 @@ impl Netfront {
         if gso.is_some() {
             self.stats.rx_gso_packets += 1;
         }
-        match deliver(&hdr, pieces) {
-            Ok(()) => {
-                self.stats.rx_packets += 1;
-                self.stats.rx_bytes += len as u64;
-                true
-            }
-            Err(_) => {
-                self.stats.deliver_errors += 1;
-                false
-            }
+        let first_piece = self.rx_batch_pieces.len();
+        for r in &self.rx_slots {
+            self.rx_batch_pieces
+                .push((self.layout.rx_buf(r.id as u32), r.offset, r.status as u16));
         }
+        self.rx_batch.push(PendingRx {
+            hdr,
+            first: first_piece,
+            count: self.rx_slots.len(),
+            len,
+        });
+        true
     }
 
     /// Collects TX responses: revokes grants, frees pages and ids.
