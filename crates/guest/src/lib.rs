@@ -3,4 +3,5 @@
 pub mod netfront;
 pub mod proto;
 pub mod run;
+pub mod tapbatch;
 pub mod xenbus;

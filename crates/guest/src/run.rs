@@ -2,7 +2,7 @@
 //! TAP with a vnet header, in the guest's namespace, which the process already is in), does
 //! the xenbus handshake, then moves packets between the TAP and the rings until told to stop.
 
-use std::io::{self, IoSlice};
+use std::io;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
@@ -19,6 +19,7 @@ use pvnet_testbed::{link, Tap};
 
 use crate::netfront::{Layout, Netfront};
 use crate::proto::{BootInfo, FromGuest, ToGuest};
+use crate::tapbatch::TapBatch;
 use crate::xenbus::{await_backend, publish_and_connect, XsClient};
 
 const EV_CTL: u64 = 1;
@@ -121,6 +122,10 @@ fn event_loop(xs: &mut XsClient, nf: &mut Netfront, tap: &Tap) -> Result<()> {
     )?;
     ep.add(tap.fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_TAP))?;
     let mut tap_armed = true;
+    let mut batch = TapBatch::new(tap.fd().as_raw_fd());
+    if let Some(why) = &batch.fallback {
+        eprintln!("pvnet guest: one writev per packet into the TAP ({why})");
+    }
     let mut events = [EpollEvent::empty(); 8];
     let mut last_stats = Instant::now();
     let tap_fd = tap.fd().as_raw_fd();
@@ -152,16 +157,8 @@ fn event_loop(xs: &mut XsClient, nf: &mut Netfront, tap: &Tap) -> Result<()> {
             }
         }
         if kick || n == 0 {
-            // RX: responses into the TAP.
-            nf.rx_poll(|hdr, pieces| {
-                let h = hdr.to_bytes();
-                let mut iov: [IoSlice<'_>; 22] = [IoSlice::new(&[]); 22];
-                iov[0] = IoSlice::new(&h);
-                for (i, p) in pieces.iter().enumerate() {
-                    iov[i + 1] = IoSlice::new(p);
-                }
-                tap.writev(&iov[..pieces.len() + 1]).map(|_| ())
-            });
+            // RX: responses into the TAP, a pass over the ring at a time.
+            nf.rx_poll_batch(|pkts, ok| batch.write(pkts, ok));
             // TX: completions, then frames from the TAP while there is room.
             nf.tx_complete();
             let mut sent = 0;
