@@ -179,28 +179,31 @@ fn clear_errors_for_bad_input() {
     }
 }
 
+/// Runs `pvnet bench --quick` with `args` into a fresh directory: the directory, stdout and
+/// results.json.
+fn quick_bench(args: &[&str]) -> (std::path::PathBuf, String, serde_json::Value) {
+    let out = std::env::temp_dir().join(format!("pvnet-bench-{}", unique_id()));
+    let mut all = vec!["bench", "--quick"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    let stdout = ok(&all);
+    let v =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    (out, stdout, v)
+}
+
 #[test]
 fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if skip_unless_root("bench_writes_the_whole_report_and_leaves_nothing_behind") {
         return;
     }
-    let out = std::env::temp_dir().join(format!("pvnet-bench-{}", unique_id()));
-    let stdout = ok(&[
-        "bench",
-        "--quick",
-        "--configs",
-        "linux,xen,da",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let (out, stdout, v) = quick_bench(&["--configs", "linux,xen,da"]);
     assert!(
         stdout.contains("vs Linux %") && stdout.contains("vs Xen %"),
         "{stdout}"
     );
     assert!(stdout.contains("Table VII"), "{stdout}");
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     for f in ["report.md", "throughput.svg", "cycles.svg"] {
         let len = std::fs::metadata(out.join(f)).map(|m| m.len()).unwrap_or(0);
         assert!(len > 0, "{f} missing or empty");
@@ -316,20 +319,8 @@ fn bench_pairs_xen_and_adaptive_on_one_testbed() {
     if skip_unless_root("bench_pairs_xen_and_adaptive_on_one_testbed") {
         return;
     }
-    let out = std::env::temp_dir().join(format!("pvnet-bench-{}", unique_id()));
-    let stdout = ok(&[
-        "bench",
-        "--quick",
-        "--configs",
-        "xen,adaptive",
-        "--paired-rounds",
-        "2",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let (out, stdout, v) = quick_bench(&["--configs", "xen,adaptive", "--paired-rounds", "2"]);
     assert!(stdout.contains("TCP_RR on one testbed"), "{stdout}");
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     let p = &v["rr_paired"];
     assert_eq!(p["base"], "xen", "{p}");
     assert_eq!(p["other"], "adaptive", "{p}");
