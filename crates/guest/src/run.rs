@@ -122,7 +122,7 @@ fn event_loop(xs: &mut XsClient, nf: &mut Netfront, tap: &Tap) -> Result<()> {
     )?;
     ep.add(tap.fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_TAP))?;
     let mut tap_armed = true;
-    let mut batch = TapBatch::new(tap.fd().as_raw_fd());
+    let mut batch = TapBatch::new(tap);
     if let Some(why) = &batch.fallback {
         eprintln!("pvnet guest: one writev per packet into the TAP ({why})");
     }

@@ -21,9 +21,10 @@
 //! refuses it, every batch falls back to one `writev` per packet.
 
 use std::io::{self, IoSlice};
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 
 use io_uring::{opcode, types, IoUring};
+use pvnet_testbed::Tap;
 use pvnet_wire::vnet::VNET_HDR_LEN;
 
 use crate::netfront::RxPacket;
@@ -32,7 +33,9 @@ use crate::netfront::RxPacket;
 pub const BATCH: u32 = 256;
 
 /// Writes batches of packets into a TAP.
-pub struct TapBatch {
+pub struct TapBatch<'t> {
+    tap: &'t Tap,
+    /// `tap`'s descriptor, for the ring's entries.
     fd: RawFd,
     ring: Option<IoUring>,
     hdrs: Vec<[u8; VNET_HDR_LEN]>,
@@ -44,15 +47,16 @@ pub struct TapBatch {
     pub fallback: Option<String>,
 }
 
-impl TapBatch {
-    /// A batch writer for the TAP open as `fd` (which must outlive it).
-    pub fn new(fd: RawFd) -> TapBatch {
+impl<'t> TapBatch<'t> {
+    /// A batch writer for `tap`.
+    pub fn new(tap: &'t Tap) -> TapBatch<'t> {
         let (ring, fallback) = match IoUring::new(BATCH) {
             Ok(r) => (Some(r), None),
             Err(e) => (None, Some(format!("io_uring_setup: {e}"))),
         };
         TapBatch {
-            fd,
+            tap,
+            fd: tap.fd().as_raw_fd(),
             ring,
             hdrs: Vec::with_capacity(BATCH as usize),
             iovs: Vec::with_capacity(BATCH as usize * 4),
@@ -99,13 +103,7 @@ impl TapBatch {
             *d = IoSlice::new(s);
         }
         let want = h.len() + p.pieces.iter().map(|s| s.len()).sum::<usize>();
-        n == p.pieces.len()
-            && nix::sys::uio::writev(
-                // SAFETY: `fd` is the TAP, open for as long as this writer exists (see new).
-                unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) },
-                &iov[..n + 1],
-            )
-            .is_ok_and(|w| w == want)
+        n == p.pieces.len() && self.tap.writev(&iov[..n + 1]).is_ok_and(|w| w == want)
     }
 
     /// One `io_uring_enter` for the chunk; fills `ok`. Err: the ring failed (nothing is in
@@ -129,10 +127,6 @@ impl TapBatch {
                 iov_len: s.len(),
             }));
         }
-        let want: Vec<usize> = chunk
-            .iter()
-            .map(|p| VNET_HDR_LEN + p.pieces.iter().map(|s| s.len()).sum::<usize>())
-            .collect();
         let ring = self.ring.as_mut().expect("checked by the caller");
         {
             let mut sq = ring.submission();
@@ -162,8 +156,12 @@ impl TapBatch {
             }
             for cqe in ring.completion() {
                 let i = cqe.user_data() as usize;
-                if let Some(o) = ok.get_mut(i) {
-                    *o = usize::try_from(cqe.result()).is_ok_and(|n| n == want[i]);
+                if let (Some(o), Some(&(first, count))) = (ok.get_mut(i), spans.get(i)) {
+                    let want: usize = self.iovs[first..first + count]
+                        .iter()
+                        .map(|v| v.iov_len)
+                        .sum();
+                    *o = usize::try_from(cqe.result()).is_ok_and(|n| n == want);
                 }
                 done += 1;
             }

@@ -98,8 +98,7 @@ fn a_batch_enters_the_tap_whole_and_in_order() {
     let tap = ns.run(|| Tap::open("pvtap0", true).unwrap()).unwrap();
     ns.run(|| link::set_up("pvtap0", true).unwrap()).unwrap();
     let sock = ns.run(|| packet_socket("pvtap0")).unwrap();
-    use std::os::fd::AsRawFd;
-    let mut batch = TapBatch::new(tap.fd().as_raw_fd());
+    let mut batch = TapBatch::new(&tap);
 
     // 100 frames, some in one piece, some split in three, one with a header TUN refuses.
     let frames: Vec<Vec<u8>> = (0..100)

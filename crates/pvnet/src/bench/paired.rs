@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use super::measure;
 use super::progress::Progress;
+use super::summary::Stat;
 use super::{configs, interrupt};
 use crate::daemon::{self, AdminRequest};
 
@@ -54,7 +55,8 @@ impl Paired {
             .zip(&other_tps)
             .map(|(b, o)| if *b > 0.0 { o / b } else { 0.0 })
             .collect();
-        let (ratio_median, ratio_min, ratio_max) = median_min_max(&ratios);
+        let r = Stat::of(&ratios).unwrap_or_default();
+        let (ratio_median, ratio_min, ratio_max) = (r.median, r.min, r.max);
         Paired {
             base: base.to_string(),
             other: other.to_string(),
@@ -75,26 +77,10 @@ impl Paired {
     /// Median TCP_RR of the base and the other configuration.
     pub fn medians(&self) -> (f64, f64) {
         (
-            median_min_max(&self.base_tps).0,
-            median_min_max(&self.other_tps).0,
+            Stat::of(&self.base_tps).map_or(0.0, |s| s.median),
+            Stat::of(&self.other_tps).map_or(0.0, |s| s.median),
         )
     }
-}
-
-/// Median (mean of the middle two for an even count), min and max; zeros when empty.
-fn median_min_max(v: &[f64]) -> (f64, f64, f64) {
-    if v.is_empty() {
-        return (0.0, 0.0, 0.0);
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    let med = if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    };
-    (med, s[0], s[n - 1])
 }
 
 /// The live settings that turn a running PV testbed into `config`.

@@ -123,7 +123,7 @@ pub fn metric(key: &str) -> &'static Metric {
 }
 
 /// Median, min and max of one metric over the repetitions.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Stat {
     pub median: f64,
     pub min: f64,
