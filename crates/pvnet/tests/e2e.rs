@@ -346,10 +346,42 @@ fn bench_pairs_xen_and_adaptive_on_one_testbed() {
         .map(|s| s.as_str().unwrap())
         .collect();
     assert_eq!(settings, ["off", "adaptive", "adaptive", "off"], "{p}");
+    // The interval brackets the geometric mean of the two ratios, and the verdict follows it.
+    let ratios: Vec<f64> = o.iter().zip(&b).map(|(o, b)| o / b).collect();
+    let g = p["ratio_geomean"].as_f64().unwrap();
+    assert!((g - (ratios[0] * ratios[1]).sqrt()).abs() < 1e-9, "{p}");
+    let ci: Vec<f64> = p["ratio_ci95"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert!(ci[0] <= g && g <= ci[1], "{p}");
+    let verdict = p["verdict"].as_str().unwrap();
+    let expected = if ci[0] >= 0.98 {
+        "holds"
+    } else if ci[1] < 0.98 {
+        "fails"
+    } else {
+        "undecided"
+    };
+    assert_eq!(verdict, expected, "{p}");
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(
         report.contains("| vs xen %, median of rounds | 100.0 |"),
         "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "| no more than 2 % slower than xen | — | {verdict} |"
+        )),
+        "{report}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "adaptive TCP_RR no more than 2 % slower than xen: {verdict}"
+        )),
+        "{stdout}"
     );
     // Its testbed is gone like the others.
     let id = p["run_id"].as_str().unwrap();

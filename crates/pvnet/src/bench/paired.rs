@@ -14,9 +14,43 @@ use serde::Serialize;
 
 use super::measure;
 use super::progress::Progress;
-use super::summary::Stat;
+use super::summary::{geomean_ci95, Stat};
 use super::{configs, interrupt};
 use crate::daemon::{self, AdminRequest};
+
+/// Issue 3's criterion ("`adaptive` TCP_RR within 2 % of `xen`") judged on the confidence
+/// interval of the ratio.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// The whole interval is at or above `1 - tolerance`.
+    Holds,
+    /// The whole interval is below `1 - tolerance`.
+    Fails,
+    /// The interval straddles `1 - tolerance`, or there is none.
+    Undecided,
+}
+
+impl Verdict {
+    pub fn judge(ci95: Option<[f64; 2]>, tolerance: f64) -> Verdict {
+        match ci95 {
+            Some([lo, _]) if lo >= 1.0 - tolerance => Verdict::Holds,
+            Some([_, hi]) if hi < 1.0 - tolerance => Verdict::Fails,
+            _ => Verdict::Undecided,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Holds => "holds",
+            Verdict::Fails => "fails",
+            Verdict::Undecided => "undecided",
+        }
+    }
+}
+
+/// Issue 3: `adaptive` TCP_RR within 2 % of `xen`.
+pub const TOLERANCE: f64 = 0.02;
 
 /// What a paired comparison measured.
 #[derive(Clone, Debug, Serialize)]
@@ -34,6 +68,14 @@ pub struct Paired {
     pub ratio_median: f64,
     pub ratio_min: f64,
     pub ratio_max: f64,
+    /// The geometric mean of the ratios and its two-sided 95 % confidence interval (None with
+    /// fewer than two rounds, or a round without transactions).
+    pub ratio_geomean: Option<f64>,
+    pub ratio_ci95: Option<[f64; 2]>,
+    /// How much slower than `base` the other configuration may be (0.02: within 2 %).
+    pub tolerance: f64,
+    /// `holds`, `fails` or `undecided`: the criterion judged on the confidence interval.
+    pub verdict: Verdict,
     /// The daemon's flush policy after each switch, as it answered, in run order: the proof
     /// that each run measured what it is filed under.
     pub settings: Vec<String>,
@@ -57,6 +99,8 @@ impl Paired {
             .collect();
         let r = Stat::of(&ratios).unwrap_or_default();
         let (ratio_median, ratio_min, ratio_max) = (r.median, r.min, r.max);
+        let gm = geomean_ci95(&ratios);
+        let ratio_ci95 = gm.map(|(_, lo, hi)| [lo, hi]);
         Paired {
             base: base.to_string(),
             other: other.to_string(),
@@ -68,6 +112,10 @@ impl Paired {
             ratio_median,
             ratio_min,
             ratio_max,
+            ratio_geomean: gm.map(|(g, _, _)| g),
+            ratio_ci95,
+            tolerance: TOLERANCE,
+            verdict: Verdict::judge(ratio_ci95, TOLERANCE),
             settings: Vec::new(),
             run_id: String::new(),
             wall_seconds: 0.0,
@@ -210,6 +258,47 @@ mod tests {
         assert!((p.ratio_median - (0.8 + 0.99) / 2.0).abs() < 1e-12);
         assert_eq!((p.ratio_min, p.ratio_max), (0.0, 1.05));
         assert_eq!(p.medians(), (75.0, 69.5));
+        // A round without transactions leaves no interval to judge on.
+        assert_eq!((p.ratio_geomean, p.ratio_ci95), (None, None));
+        assert_eq!(p.verdict, Verdict::Undecided);
+    }
+
+    #[test]
+    fn verdict_on_the_interval() {
+        let tps = |r: &[f64]| r.iter().map(|x| 1000.0 * x).collect::<Vec<_>>();
+        let base = vec![1000.0; 6];
+        // Scattered around 1.00 with a wide interval: undecided.
+        let p = Paired::new(
+            "xen",
+            "adaptive",
+            1.0,
+            base.clone(),
+            tps(&[0.9, 1.1, 0.95, 1.05, 0.92, 1.08]),
+        );
+        let [lo, hi] = p.ratio_ci95.unwrap();
+        assert!(lo < 0.98 && hi > 1.0, "{lo} {hi}");
+        assert_eq!(p.verdict, Verdict::Undecided);
+        // Tight around 1.00: holds.
+        let p = Paired::new(
+            "xen",
+            "adaptive",
+            1.0,
+            base.clone(),
+            tps(&[0.995, 1.005, 1.0, 0.998, 1.002, 1.0]),
+        );
+        assert_eq!(p.verdict, Verdict::Holds);
+        assert!((p.ratio_geomean.unwrap() - 1.0).abs() < 0.001);
+        // Tight around 0.95: fails.
+        let p = Paired::new(
+            "xen",
+            "adaptive",
+            1.0,
+            base,
+            tps(&[0.95, 0.951, 0.949, 0.95, 0.952, 0.948]),
+        );
+        assert_eq!(p.verdict, Verdict::Fails);
+        assert_eq!(p.verdict.as_str(), "fails");
+        assert_eq!(serde_json::to_value(p.verdict).unwrap(), "fails");
     }
 
     #[test]

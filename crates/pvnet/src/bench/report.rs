@@ -294,8 +294,59 @@ pub fn paired_table(p: &super::paired::Paired) -> Table {
             ),
             ("  min".into(), vec!["100.0".into(), pct(p.ratio_min)]),
             ("  max".into(), vec!["100.0".into(), pct(p.ratio_max)]),
+            (
+                format!("vs {} %, geometric mean of rounds", p.base),
+                vec![
+                    "100.0".into(),
+                    p.ratio_geomean.map_or_else(|| "—".into(), pct),
+                ],
+            ),
+            (
+                "  95 % confidence interval".into(),
+                vec![
+                    "—".into(),
+                    p.ratio_ci95.map_or_else(
+                        || "—".into(),
+                        |[lo, hi]| format!("{} – {}", pct(lo), pct(hi)),
+                    ),
+                ],
+            ),
+            (
+                format!(
+                    "no more than {:.0} % slower than {}",
+                    100.0 * p.tolerance,
+                    p.base
+                ),
+                vec!["—".into(), p.verdict.as_str().into()],
+            ),
         ],
     }
+}
+
+/// One sentence on what the paired comparison's verdict means.
+pub fn paired_verdict_note(p: &super::paired::Paired) -> String {
+    let floor = format!("{:.1} %", 100.0 * (1.0 - p.tolerance));
+    let why = match p.verdict {
+        super::paired::Verdict::Holds => {
+            format!("the whole 95 % confidence interval lies at or above {floor}")
+        }
+        super::paired::Verdict::Fails => {
+            format!("the whole 95 % confidence interval lies below {floor}")
+        }
+        super::paired::Verdict::Undecided if p.ratio_ci95.is_none() => {
+            "there is no confidence interval (fewer than two rounds with transactions)".into()
+        }
+        super::paired::Verdict::Undecided => format!(
+            "the 95 % confidence interval straddles {floor}; more rounds (--paired-rounds) narrow it"
+        ),
+    };
+    format!(
+        "{} TCP_RR no more than {:.0} % slower than {}: {}, because {why}.",
+        p.other,
+        100.0 * p.tolerance,
+        p.base,
+        p.verdict.as_str()
+    )
 }
 
 pub fn markdown(run: &Run) -> String {
@@ -355,8 +406,8 @@ pub fn markdown(run: &Run) -> String {
         s.push_str(&paired_table(pr).markdown());
         let _ = writeln!(
             s,
-            "\nTCP_RR differs by several percent between fresh testbeds of one configuration, more than between configurations. Here one testbed ran both: each round ran {} then {} (the order alternating between rounds), the data path switched live as `pvnet set` does; \"vs {} %\" is the median of the rounds' ratios.\n",
-            pr.base, pr.other, pr.base
+            "\nTCP_RR differs by several percent between fresh testbeds of one configuration, more than between configurations. Here one testbed ran both: each round ran {} then {} (the order alternating between rounds), the data path switched live as `pvnet set` does; \"vs {} %\" is the median, and the geometric mean with its 95 % confidence interval (Student's t on the logarithms), of the rounds' ratios. {}\n",
+            pr.base, pr.other, pr.base, paired_verdict_note(pr)
         );
     }
     s.push_str("![throughput](throughput.svg)\n\n![cycles per byte](cycles.svg)\n\n");
@@ -481,6 +532,24 @@ mod tests {
         assert!(
             md.contains("| TCP_RR (trans/s), median | 100 | 98 |"),
             "{md}"
+        );
+        // 0.98, 1.01, 0.97: geometric mean 98.66 %, t(2) = 4.303, interval 93.6 – 103.9 %.
+        assert!(
+            md.contains("| vs xen %, geometric mean of rounds | 100.0 | 98.7 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 95 % confidence interval | — | 93.6 – 103.9 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| no more than 2 % slower than xen | — | undecided |"),
+            "{md}"
+        );
+        let note = paired_verdict_note(&p);
+        assert!(
+            note.contains("undecided, because the 95 % confidence interval straddles 98.0 %"),
+            "{note}"
         );
     }
 

@@ -152,6 +152,42 @@ impl Stat {
     }
 }
 
+/// The 97.5 % quantile of Student's t distribution with `df` degrees of freedom: the factor
+/// of a two-sided 95 % confidence interval of a mean from `df + 1` samples. Tabulated up to 30
+/// (the standard table, to three decimals); beyond, the Cornish-Fisher expansion around the
+/// normal quantile, within 0.001 of the exact value there.
+pub fn t975(df: usize) -> f64 {
+    const TABLE: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => TABLE[df - 1],
+        _ => {
+            let z = 1.959_964_f64;
+            let n = df as f64;
+            z + (z.powi(3) + z) / (4.0 * n)
+                + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * n * n)
+        }
+    }
+}
+
+/// The geometric mean of positive ratios and its two-sided 95 % confidence interval (Student's
+/// t on the logarithms). None with fewer than two ratios or any ratio not positive and finite.
+pub fn geomean_ci95(ratios: &[f64]) -> Option<(f64, f64, f64)> {
+    let n = ratios.len();
+    if n < 2 || ratios.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+        return None;
+    }
+    let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
+    let mean = logs.iter().sum::<f64>() / n as f64;
+    let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let half = t975(n - 1) * (var / n as f64).sqrt();
+    Some((mean.exp(), (mean - half).exp(), (mean + half).exp()))
+}
+
 /// One configuration's figures.
 #[derive(Clone, Debug)]
 pub struct ConfigSummary {
@@ -282,6 +318,35 @@ pub fn to_json(c: &ConfigSummary) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn t_quantiles() {
+        assert_eq!(t975(0), f64::INFINITY);
+        assert_eq!(t975(1), 12.706);
+        assert_eq!(t975(19), 2.093);
+        // Beyond the table: exact values 2.0395 (31), 1.9840 (100), 1.9623 (1000).
+        for (df, exact) in [(31, 2.0395), (100, 1.9840), (1000, 1.9623)] {
+            assert!((t975(df) - exact).abs() < 0.001, "df {df}: {}", t975(df));
+        }
+    }
+
+    #[test]
+    fn geometric_mean_and_its_interval() {
+        let (g, lo, hi) = geomean_ci95(&[1.0, 0.2f64.exp()]).unwrap();
+        // logs 0 and 0.2: mean 0.1, standard error 0.1, t(1) = 12.706.
+        assert!((g - 0.1f64.exp()).abs() < 1e-12);
+        assert!((lo - (0.1 - 1.2706f64).exp()).abs() < 1e-9);
+        assert!((hi - (0.1 + 1.2706f64).exp()).abs() < 1e-9);
+        // Identical ratios: the interval shrinks to the point.
+        let (g, lo, hi) = geomean_ci95(&[1.02; 5]).unwrap();
+        assert!((g - 1.02).abs() < 1e-12 && (lo - 1.02).abs() < 1e-12 && (hi - 1.02).abs() < 1e-12);
+        // Reciprocal ratios cancel.
+        let (g, lo, hi) = geomean_ci95(&[2.0, 0.5, 2.0, 0.5]).unwrap();
+        assert!((g - 1.0).abs() < 1e-12 && lo < 1.0 && hi > 1.0);
+        assert!(geomean_ci95(&[1.0]).is_none());
+        assert!(geomean_ci95(&[1.0, 0.0]).is_none());
+        assert!(geomean_ci95(&[1.0, f64::NAN]).is_none());
+    }
 
     fn sample(config: &str, mbps: f64, warmup: bool) -> Sample {
         Sample {
