@@ -74,9 +74,9 @@ pub struct BenchArgs {
     #[arg(long, value_enum)]
     pub sweep: Option<SweepKind>,
     /// Rounds of the paired TCP_RR comparison: `xen` and `adaptive` on one testbed, the data
-    /// path switched live, 1 s each (default 20, quick 3; 0 skips it). Runs when both
+    /// path switched live, 1 s each (default 16, quick 3; 0 skips it). Runs when both
     /// configurations are selected. The report judges `adaptive` against `xen` on the 95 %
-    /// confidence interval of the rounds' ratios: 20 rounds put it at about ±3 % here.
+    /// confidence interval of the rounds' ratios: 16 rounds put it at about ±3.5 % here.
     #[arg(long)]
     pub paired_rounds: Option<usize>,
     /// Microseconds for --sweep timeout, comma-separated (1 to 1000).
@@ -256,7 +256,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
             && configs.iter().any(|c| c == PAIRED.1)
         {
             args.paired_rounds
-                .unwrap_or(if args.quick { 3 } else { 20 })
+                .unwrap_or(if args.quick { 3 } else { 16 })
         } else {
             0
         },
