@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use pvnet_guest::netfront::RxPacket;
 use pvnet_guest::tapbatch::TapBatch;
+use pvnet_pnic::{Pnic, PnicConfig};
 use pvnet_testbed::{link, Netns, Tap};
 use pvnet_wire::vnet::VirtioNetHdr;
 
@@ -27,56 +28,19 @@ fn frame(i: u32, len: usize) -> Vec<u8> {
     f
 }
 
-/// An AF_PACKET socket on `ifname` of the calling thread's namespace, seeing what the TAP
-/// receives.
-fn packet_socket(ifname: &str) -> std::os::fd::OwnedFd {
-    use std::os::fd::FromRawFd;
-    let idx = link::ifindex(ifname).unwrap();
-    let proto = (libc::ETH_P_ALL as u16).to_be();
-    // SAFETY: plain socket(2); the descriptor is owned right away.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_NONBLOCK,
-            proto.into(),
-        )
-    };
-    assert!(fd >= 0, "{}", std::io::Error::last_os_error());
-    // SAFETY: fd was just returned by socket(2) and is owned by nothing else.
-    let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
-    // SAFETY: sockaddr_ll is plain old data; all zeroes is a valid value.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = proto;
-    sll.sll_ifindex = idx as i32;
-    // SAFETY: bind reads size_of::<sockaddr_ll>() bytes of the local `sll`.
-    let r = unsafe {
-        libc::bind(
-            fd,
-            (&sll as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as u32,
-        )
-    };
-    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
-    owned
-}
-
-/// Frames of the experimental ethertype seen on the socket, until `want` or 2 s.
-fn receive(fd: &std::os::fd::OwnedFd, want: usize) -> Vec<Vec<u8>> {
-    use std::os::fd::AsRawFd;
+/// Frames of the experimental ethertype the physical-port reader (`Pnic`, an AF_PACKET ring
+/// on the TAP) sees, until `want` or 2 s.
+fn receive(port: &mut Pnic, want: usize) -> Vec<Vec<u8>> {
     let mut got = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(2);
-    let mut buf = vec![0u8; 4096];
     while got.len() < want && Instant::now() < deadline {
-        // SAFETY: recv writes at most buf.len() bytes into buf.
-        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 0 {
+        let n = port.poll(256, |f| {
+            if !f.truncated && f.data.len() >= 14 && f.data[12..14] == [0x88, 0xb5] {
+                got.push(f.data.to_vec());
+            }
+        });
+        if n == 0 {
             std::thread::sleep(Duration::from_millis(5));
-            continue;
-        }
-        let f = &buf[..n as usize];
-        if f.len() >= 14 && f[12..14] == [0x88, 0xb5] {
-            got.push(f.to_vec());
         }
     }
     got
@@ -97,7 +61,9 @@ fn a_batch_enters_the_tap_whole_and_in_order() {
     let ns = Netns::create(&name).unwrap();
     let tap = ns.run(|| Tap::open("pvtap0", true).unwrap()).unwrap();
     ns.run(|| link::set_up("pvtap0", true).unwrap()).unwrap();
-    let sock = ns.run(|| packet_socket("pvtap0")).unwrap();
+    let mut port = ns
+        .run(|| Pnic::open(&PnicConfig::new("pvtap0")).unwrap())
+        .unwrap();
     let mut batch = TapBatch::new(&tap);
 
     // 100 frames, some in one piece, some split in three, one with a header TUN refuses.
@@ -142,7 +108,7 @@ fn a_batch_enters_the_tap_whole_and_in_order() {
     } else {
         assert_eq!((batch.batches, batch.batched_packets), (1, 100));
     }
-    let got = receive(&sock, 99);
+    let got = receive(&mut port, 99);
     let want: Vec<&Vec<u8>> = frames
         .iter()
         .enumerate()
@@ -166,5 +132,5 @@ fn a_batch_enters_the_tap_whole_and_in_order() {
         &mut ok,
     );
     assert!(ok[0]);
-    assert_eq!(receive(&sock, 1), vec![one]);
+    assert_eq!(receive(&mut port, 1), vec![one]);
 }

@@ -326,17 +326,18 @@ pub fn paired_table(p: &super::paired::Paired) -> Table {
 /// One sentence on what the paired comparison's verdict means.
 pub fn paired_verdict_note(p: &super::paired::Paired) -> String {
     let floor = format!("{:.1} %", 100.0 * (1.0 - p.tolerance));
+    use super::paired::Verdict;
     let why = match p.verdict {
-        super::paired::Verdict::Holds => {
+        Verdict::Holds => {
             format!("the whole 95 % confidence interval lies at or above {floor}")
         }
-        super::paired::Verdict::Fails => {
+        Verdict::Fails => {
             format!("the whole 95 % confidence interval lies below {floor}")
         }
-        super::paired::Verdict::Undecided if p.ratio_ci95.is_none() => {
+        Verdict::Undecided if p.ratio_ci95.is_none() => {
             "there is no confidence interval (fewer than two rounds with transactions)".into()
         }
-        super::paired::Verdict::Undecided => format!(
+        Verdict::Undecided => format!(
             "the 95 % confidence interval straddles {floor}; more rounds (--paired-rounds) narrow it"
         ),
     };
