@@ -135,66 +135,155 @@ impl LatencyHistogram {
     }
 }
 
-/// Run a request/response test against a [`crate::serve`] server: TCP_NODELAY, one outstanding
-/// transaction at a time, every response's echoed sequence number checked.
-pub fn rr_client(addr: SocketAddr, opts: &RrOpts) -> anyhow::Result<RrReport> {
-    let max = proto::MAX_MSG as usize;
-    if !(1..=max).contains(&opts.req_size) || !(1..=max).contains(&opts.rsp_size) {
-        bail!("req_size/rsp_size must be in 1..={max}");
-    }
-    let mut sock = TcpStream::connect(addr).with_context(|| format!("connect {addr}"))?;
-    sock.set_nodelay(true)?;
-    sock.set_read_timeout(Some(Duration::from_secs(10)))?;
-    sock.set_write_timeout(Some(Duration::from_secs(10)))?;
-    let hello = Hello::Rr {
-        req_size: opts.req_size as u32,
-        rsp_size: opts.rsp_size as u32,
-        duration_ms: proto::duration_ms(opts.duration),
-    };
-    sock.write_all(&hello.encode()).context("send hello")?;
+/// What one slice of a [`RrSession`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RrSlice {
+    pub transactions: u64,
+    pub seconds: f64,
+    /// Responses whose echoed sequence number did not match the request.
+    pub errors: u64,
+}
 
-    let mut req = vec![0u8; opts.req_size];
-    pattern::fill(0, &mut req);
-    let mut rsp = vec![0u8; opts.rsp_size];
-    let echo = opts.req_size.min(opts.rsp_size).min(8);
-    let seq_len = opts.req_size.min(8);
+/// One request/response connection to a [`crate::serve`] server: TCP_NODELAY, one outstanding
+/// transaction at a time, every response's echoed sequence number checked. It runs in slices
+/// ([`RrSession::run`]); between slices nothing is in flight, so whoever drives it can change
+/// the path under it and attribute every transaction to the setting it ran under.
+pub struct RrSession {
+    sock: TcpStream,
+    req: Vec<u8>,
+    rsp: Vec<u8>,
+    echo: usize,
+    seq_len: usize,
+    seq: u64,
+}
 
-    let mut hist = LatencyHistogram::new();
-    let mut errors = 0u64;
-    let mut seq = 0u64;
-    let start = Instant::now();
-    let deadline = start + opts.duration;
-    let mut now = start;
-    while now < deadline {
-        let sb = seq.to_le_bytes();
-        req[..seq_len].copy_from_slice(&sb[..seq_len]);
-        sock.write_all(&req)
-            .with_context(|| format!("send request {seq}"))?;
-        read_full(&mut sock, &mut rsp).with_context(|| format!("read response {seq}"))?;
-        let t = Instant::now();
-        hist.record(t.duration_since(now).as_nanos() as u64);
-        now = t;
-        if rsp[..echo] != sb[..echo] {
-            errors += 1;
+impl RrSession {
+    /// Connects and sends the hello; `planned` is only informational for the server.
+    pub fn connect(
+        addr: SocketAddr,
+        req_size: usize,
+        rsp_size: usize,
+        planned: Duration,
+    ) -> anyhow::Result<RrSession> {
+        let max = proto::MAX_MSG as usize;
+        if !(1..=max).contains(&req_size) || !(1..=max).contains(&rsp_size) {
+            bail!("req_size/rsp_size must be in 1..={max}");
         }
-        seq += 1;
+        let mut sock = TcpStream::connect(addr).with_context(|| format!("connect {addr}"))?;
+        sock.set_nodelay(true)?;
+        sock.set_read_timeout(Some(Duration::from_secs(10)))?;
+        sock.set_write_timeout(Some(Duration::from_secs(10)))?;
+        let hello = Hello::Rr {
+            req_size: req_size as u32,
+            rsp_size: rsp_size as u32,
+            duration_ms: proto::duration_ms(planned),
+        };
+        sock.write_all(&hello.encode()).context("send hello")?;
+        let mut req = vec![0u8; req_size];
+        pattern::fill(0, &mut req);
+        Ok(RrSession {
+            sock,
+            req,
+            rsp: vec![0u8; rsp_size],
+            echo: req_size.min(rsp_size).min(8),
+            seq_len: req_size.min(8),
+            seq: 0,
+        })
     }
-    let seconds = now.duration_since(start).as_secs_f64();
+
+    /// Runs transactions back to back for `duration` (the last one may end past it), each
+    /// latency into `hist`.
+    pub fn run(
+        &mut self,
+        duration: Duration,
+        hist: &mut LatencyHistogram,
+    ) -> anyhow::Result<RrSlice> {
+        let first = self.seq;
+        let mut errors = 0u64;
+        let start = Instant::now();
+        let deadline = start + duration;
+        let mut now = start;
+        while now < deadline {
+            let seq = self.seq;
+            let sb = seq.to_le_bytes();
+            self.req[..self.seq_len].copy_from_slice(&sb[..self.seq_len]);
+            self.sock
+                .write_all(&self.req)
+                .with_context(|| format!("send request {seq}"))?;
+            read_full(&mut self.sock, &mut self.rsp)
+                .with_context(|| format!("read response {seq}"))?;
+            let t = Instant::now();
+            hist.record(t.duration_since(now).as_nanos() as u64);
+            now = t;
+            if self.rsp[..self.echo] != sb[..self.echo] {
+                errors += 1;
+            }
+            self.seq += 1;
+        }
+        Ok(RrSlice {
+            transactions: self.seq - first,
+            seconds: now.duration_since(start).as_secs_f64(),
+            errors,
+        })
+    }
+}
+
+/// Run a request/response test against a [`crate::serve`] server: one [`RrSession`] slice of
+/// `opts.duration`.
+pub fn rr_client(addr: SocketAddr, opts: &RrOpts) -> anyhow::Result<RrReport> {
+    let mut session = RrSession::connect(addr, opts.req_size, opts.rsp_size, opts.duration)?;
+    let mut hist = LatencyHistogram::new();
+    let slice = session.run(opts.duration, &mut hist)?;
     let us = |ns: f64| ns / 1e3;
     Ok(RrReport {
-        transactions: seq,
-        seconds,
-        tps: if seconds > 0.0 {
-            seq as f64 / seconds
-        } else {
-            0.0
-        },
+        transactions: slice.transactions,
+        seconds: slice.seconds,
+        tps: slice.tps(),
         p50_us: us(hist.quantile(0.50)),
         p90_us: us(hist.quantile(0.90)),
         p99_us: us(hist.quantile(0.99)),
         max_us: us(hist.max() as f64),
-        errors,
+        errors: slice.errors,
     })
+}
+
+/// Drives `session` from a line protocol, for a bench that changes the path between slices:
+/// each input line is a slice length in seconds; after running it, one JSON [`RrSlice`] line
+/// goes out (flushed). End of input ends the session. A line that is not a positive number of
+/// seconds (at most an hour) is an error, as is a slice with a mismatched response.
+pub fn rr_steps(
+    session: &mut RrSession,
+    input: impl io::BufRead,
+    mut output: impl Write,
+) -> anyhow::Result<u64> {
+    let mut hist = LatencyHistogram::new();
+    let mut total = 0;
+    for line in input.lines() {
+        let line = line.context("reading the next slice length")?;
+        let secs: f64 = match line.trim().parse() {
+            Ok(s) if s > 0.0 && s <= 3600.0 => s,
+            _ => bail!("slice length {line:?}: want seconds in (0, 3600]"),
+        };
+        let slice = session.run(Duration::from_secs_f64(secs), &mut hist)?;
+        if slice.errors > 0 {
+            bail!("{} responses did not echo their request", slice.errors);
+        }
+        total += slice.transactions;
+        writeln!(output, "{}", serde_json::to_string(&slice)?)?;
+        output.flush()?;
+    }
+    Ok(total)
+}
+
+impl RrSlice {
+    /// Transactions per second (0 for an empty slice).
+    pub fn tps(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.transactions as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
 }
 
 /// `read_exact` that retries on EINTR (std's already does) with a clearer EOF message.

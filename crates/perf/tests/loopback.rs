@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use pvnet_perf::proto::Hello;
 use pvnet_perf::{
-    bind_listener, pattern, rr_client, serve, serve_on, stream_send, stream_send_outcome, RrOpts,
-    ServerEvent, ServerOpts, StreamOpts, StreamReport,
+    bind_listener, pattern, rr_client, rr_steps, serve, serve_on, stream_send, stream_send_outcome,
+    LatencyHistogram, RrOpts, RrSession, ServerEvent, ServerOpts, StreamOpts, StreamReport,
 };
 
 fn server_once() -> (
@@ -143,6 +143,58 @@ fn rr_half_second() {
     assert!(r.tps > 0.0);
     match rx.recv().unwrap() {
         ServerEvent::Rr(s) => assert_eq!(s.transactions, r.transactions),
+        e => panic!("unexpected {e:?}"),
+    }
+}
+
+#[test]
+fn rr_session_in_slices_counts_every_transaction_once() {
+    let (addr, rx, h) = server_once();
+    let mut session = RrSession::connect(addr, 16, 32, Duration::from_millis(300)).unwrap();
+    let mut hist = LatencyHistogram::new();
+    let mut total = 0;
+    for _ in 0..3 {
+        let slice = session.run(Duration::from_millis(100), &mut hist).unwrap();
+        assert!(slice.transactions > 0, "{slice:?}");
+        assert!(slice.seconds >= 0.1, "{slice:?}");
+        assert_eq!(slice.errors, 0);
+        assert!((slice.tps() - slice.transactions as f64 / slice.seconds).abs() < 1e-9);
+        total += slice.transactions;
+        // Idle between slices: nothing is in flight, the server just waits.
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(hist.count(), total);
+    drop(session);
+    h.join().unwrap().unwrap();
+    match rx.recv().unwrap() {
+        // The server counted the same transactions over the one connection.
+        ServerEvent::Rr(s) => assert_eq!(s.transactions, total),
+        e => panic!("unexpected {e:?}"),
+    }
+}
+
+#[test]
+fn rr_steps_answers_each_line_and_rejects_nonsense() {
+    let (addr, rx, h) = server_once();
+    let mut session = RrSession::connect(addr, 1, 1, Duration::from_millis(100)).unwrap();
+    let mut out = Vec::new();
+    let total = rr_steps(&mut session, &b"0.05\n0.05\n"[..], &mut out).unwrap();
+    let lines: Vec<pvnet_perf::RrSlice> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines.iter().map(|l| l.transactions).sum::<u64>(), total);
+    assert!(lines.iter().all(|l| l.transactions > 0 && l.errors == 0));
+    for bad in ["-1", "abc", "0", "1e9"] {
+        let e = rr_steps(&mut session, format!("{bad}\n").as_bytes(), Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("want seconds"), "{bad}: {e}");
+    }
+    drop(session);
+    h.join().unwrap().unwrap();
+    match rx.recv().unwrap() {
+        ServerEvent::Rr(s) => assert_eq!(s.transactions, total),
         e => panic!("unexpected {e:?}"),
     }
 }

@@ -217,6 +217,11 @@ enum PerfCmd {
         req_size: usize,
         #[arg(long, default_value_t = 1)]
         rsp_size: usize,
+        /// Keep one connection and run slices on demand: each line on stdin is a slice length
+        /// in seconds, answered by one JSON line; end of input ends it (`--duration` is then
+        /// only the planned total). For a bench that switches the path between slices.
+        #[arg(long)]
+        stepped: bool,
     },
 }
 
@@ -637,7 +642,18 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             duration,
             req_size,
             rsp_size,
+            stepped,
         } => {
+            if stepped {
+                let mut session = rr::RrSession::connect(
+                    resolve(&to, port)?,
+                    req_size,
+                    rsp_size,
+                    Duration::from_secs_f64(duration.max(0.0)),
+                )?;
+                rr::rr_steps(&mut session, std::io::stdin().lock(), std::io::stdout())?;
+                return Ok(());
+            }
             let opts = rr::RrOpts {
                 duration: Duration::from_secs_f64(duration),
                 req_size,

@@ -325,6 +325,8 @@ fn bench_pairs_xen_and_adaptive_on_one_testbed() {
     assert_eq!(p["base"], "xen", "{p}");
     assert_eq!(p["other"], "adaptive", "{p}");
     assert_eq!(p["rounds"].as_u64(), Some(2), "{p}");
+    // Slices of 0.1 s by default, on one connection.
+    assert_eq!(p["seconds"].as_f64(), Some(0.1), "{p}");
     let tps = |k: &str| -> Vec<f64> {
         p[k].as_array()
             .unwrap()

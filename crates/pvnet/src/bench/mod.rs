@@ -50,7 +50,7 @@ pub struct BenchArgs {
     /// Measured repetitions of each configuration (default 3, quick 1).
     #[arg(long)]
     pub reps: Option<usize>,
-    /// Seconds per stream test (default 7, quick 2).
+    /// Seconds per stream test (default 6, quick 2).
     #[arg(long)]
     pub duration: Option<f64>,
     /// Seconds per TCP_RR test (default 1.5, quick 1).
@@ -73,12 +73,18 @@ pub struct BenchArgs {
     /// plots throughput and TCP_RR against it (sweep.svg).
     #[arg(long, value_enum)]
     pub sweep: Option<SweepKind>,
-    /// Rounds of the paired TCP_RR comparison: `xen` and `adaptive` on one testbed, the data
-    /// path switched live, 1 s each (default 16, quick 3; 0 skips it). Runs when both
-    /// configurations are selected. The report judges `adaptive` against `xen` on the 95 %
-    /// confidence interval of the rounds' ratios: 16 rounds put it at about ±3.5 % here.
+    /// Rounds of the paired TCP_RR comparison: `xen` and `adaptive` on one testbed and one
+    /// connection, the data path switched live between slices, one slice of each per round
+    /// (default 256, quick 15; 0 skips it). Runs when both configurations are selected. The
+    /// report judges `adaptive` against `xen` on the 95 % confidence interval of the rounds'
+    /// ratios: 256 rounds of 0.1 s put it at about ±1.5 % here.
     #[arg(long)]
     pub paired_rounds: Option<usize>,
+    /// Seconds per slice of the paired comparison (default 0.1). Shorter slices cancel more
+    /// of this machine's slow drift: at the same total time, 0.05–0.1 s slices gave intervals
+    /// 1.3–2× narrower than 1 s slices.
+    #[arg(long)]
+    pub paired_seconds: Option<f64>,
     /// Microseconds for --sweep timeout, comma-separated (1 to 1000).
     #[arg(long, default_value = DEFAULT_SWEEP_VALUES)]
     pub sweep_values: String,
@@ -211,12 +217,17 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         bail!("--msg-size must be at least 1");
     }
     let reps = args.reps.unwrap_or(if args.quick { 1 } else { 3 });
-    let stream_seconds = args.duration.unwrap_or(if args.quick { 2.0 } else { 7.0 });
+    let stream_seconds = args.duration.unwrap_or(if args.quick { 2.0 } else { 6.0 });
     let rr_seconds = args
         .rr_duration
         .unwrap_or(if args.quick { 1.0 } else { 1.5 });
     if reps == 0 || stream_seconds <= 0.0 || rr_seconds <= 0.0 {
         bail!("--reps, --duration and --rr-duration must be positive");
+    }
+    if let Some(s) = args.paired_seconds {
+        if !(s > 0.0 && s <= 60.0) {
+            bail!("--paired-seconds must be in (0, 60], got {s}");
+        }
     }
     preflight(&configs, args.tool)?;
     interrupt::install()?;
@@ -256,11 +267,11 @@ fn run_bench(args: BenchArgs) -> Result<()> {
             && configs.iter().any(|c| c == PAIRED.1)
         {
             args.paired_rounds
-                .unwrap_or(if args.quick { 3 } else { 16 })
+                .unwrap_or(if args.quick { 15 } else { 256 })
         } else {
             0
         },
-        paired_seconds: if args.quick { 0.5 } else { 1.0 },
+        paired_seconds: args.paired_seconds.unwrap_or(0.1),
     };
     let warm = measure::Params {
         stream_seconds: params.warmup_stream_seconds,

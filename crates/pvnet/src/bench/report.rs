@@ -271,7 +271,6 @@ pub fn concurrency_warning(run: &Run) -> Option<String> {
     ))
 }
 
-/// The whole `report.md`.
 /// The paired TCP_RR comparison: one column per configuration, rounds' medians and the median
 /// of the per-round ratios.
 pub fn paired_table(p: &super::paired::Paired) -> Table {
@@ -279,7 +278,7 @@ pub fn paired_table(p: &super::paired::Paired) -> Table {
     let pct = |x: f64| format!("{:.1}", 100.0 * x);
     Table {
         title: format!(
-            "TCP_RR on one testbed, {} and {} switched live ({} rounds of {} s each)",
+            "TCP_RR on one testbed and one connection, {} and {} switched live ({} rounds of one {} s slice each)",
             p.base, p.other, p.rounds, p.seconds
         ),
         columns: vec![p.base.clone(), p.other.clone()],
