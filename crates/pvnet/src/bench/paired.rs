@@ -215,7 +215,16 @@ fn rounds_on(
     let mut base_tps = Vec::with_capacity(rounds);
     let mut other_tps = Vec::with_capacity(rounds);
     let mut settings = Vec::with_capacity(2 * rounds);
+    // About 16 progress lines for the whole series, not one per slice.
+    let every = rounds.div_ceil(16).max(1);
     for round in 0..rounds {
+        if round % every == 0 {
+            let last = (round + every).min(rounds);
+            progress.phase(
+                &format!("paired TCP_RR, rounds {}-{last} of {rounds}", round + 1),
+                2.0 * seconds * (last - round) as f64,
+            );
+        }
         // A B, then B A: a drift during the run hits both sides alike.
         let order = if round % 2 == 0 {
             [(base, set_base, true), (other, set_other, false)]
@@ -233,10 +242,6 @@ fn rounds_on(
                 );
             }
             settings.push(v["settings"]["lro"].as_str().unwrap_or("?").to_string());
-            progress.phase(
-                &format!("TCP_RR round {}/{rounds}, {name}", round + 1),
-                seconds,
-            );
             let tps = client.slice(seconds, name)?;
             if is_base {
                 base_tps.push(tps);
