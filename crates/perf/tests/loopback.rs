@@ -24,6 +24,14 @@ fn server_once() -> (
     (addr, rx, h)
 }
 
+/// The transaction count the server reported for the one RR connection it served.
+fn server_rr_transactions(rx: &mpsc::Receiver<ServerEvent>) -> u64 {
+    match rx.recv().unwrap() {
+        ServerEvent::Rr(s) => s.transactions,
+        e => panic!("unexpected {e:?}"),
+    }
+}
+
 #[test]
 fn stream_one_second_verifies_every_byte() {
     let (addr, rx, h) = server_once();
@@ -141,10 +149,7 @@ fn rr_half_second() {
     assert_eq!(r.errors, 0);
     assert!(r.p50_us <= r.p90_us && r.p90_us <= r.p99_us && r.p99_us <= r.max_us);
     assert!(r.tps > 0.0);
-    match rx.recv().unwrap() {
-        ServerEvent::Rr(s) => assert_eq!(s.transactions, r.transactions),
-        e => panic!("unexpected {e:?}"),
-    }
+    assert_eq!(server_rr_transactions(&rx), r.transactions);
 }
 
 #[test]
@@ -166,11 +171,8 @@ fn rr_session_in_slices_counts_every_transaction_once() {
     assert_eq!(hist.count(), total);
     drop(session);
     h.join().unwrap().unwrap();
-    match rx.recv().unwrap() {
-        // The server counted the same transactions over the one connection.
-        ServerEvent::Rr(s) => assert_eq!(s.transactions, total),
-        e => panic!("unexpected {e:?}"),
-    }
+    // The server counted the same transactions over the one connection.
+    assert_eq!(server_rr_transactions(&rx), total);
 }
 
 #[test]
@@ -193,10 +195,7 @@ fn rr_steps_answers_each_line_and_rejects_nonsense() {
     }
     drop(session);
     h.join().unwrap().unwrap();
-    match rx.recv().unwrap() {
-        ServerEvent::Rr(s) => assert_eq!(s.transactions, total),
-        e => panic!("unexpected {e:?}"),
-    }
+    assert_eq!(server_rr_transactions(&rx), total);
 }
 
 #[test]

@@ -302,13 +302,7 @@ fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
     );
     assert_eq!(samples.iter().filter(|s| s["warmup"] == true).count(), 3);
     for s in samples {
-        let id = s["run_id"].as_str().unwrap();
-        assert!(
-            namespaces_of(id).is_empty(),
-            "run {id} left {:?}",
-            namespaces_of(id)
-        );
-        assert!(!std::path::Path::new(&format!("/run/pvnet/{id}")).exists());
+        assert_run_gone(s["run_id"].as_str().unwrap());
     }
     let _ = std::fs::remove_dir_all(&out);
 }
@@ -386,12 +380,6 @@ fn bench_pairs_xen_and_adaptive_on_one_testbed() {
         "{stdout}"
     );
     // Its testbed is gone like the others.
-    let id = p["run_id"].as_str().unwrap();
-    assert!(
-        namespaces_of(id).is_empty(),
-        "run {id} left {:?}",
-        namespaces_of(id)
-    );
-    assert!(!std::path::Path::new(&format!("/run/pvnet/{id}")).exists());
+    assert_run_gone(p["run_id"].as_str().unwrap());
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -58,6 +58,16 @@ pub fn namespaces_of(id: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Run `id` left no namespace and no run directory behind.
+pub fn assert_run_gone(id: &str) {
+    assert!(
+        namespaces_of(id).is_empty(),
+        "run {id} left {:?}",
+        namespaces_of(id)
+    );
+    assert!(!std::path::Path::new(&format!("/run/pvnet/{id}")).exists());
+}
+
 /// A run brought up with `pvnet up`, brought down (and checked clean) on drop.
 pub struct Run {
     pub id: String,
