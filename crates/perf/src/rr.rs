@@ -192,11 +192,11 @@ impl RrSession {
     }
 
     /// Runs transactions back to back for `duration` (the last one may end past it), each
-    /// latency into `hist`.
+    /// latency into `hist` when one is given.
     pub fn run(
         &mut self,
         duration: Duration,
-        hist: &mut LatencyHistogram,
+        mut hist: Option<&mut LatencyHistogram>,
     ) -> anyhow::Result<RrSlice> {
         let first = self.seq;
         let mut errors = 0u64;
@@ -213,7 +213,9 @@ impl RrSession {
             read_full(&mut self.sock, &mut self.rsp)
                 .with_context(|| format!("read response {seq}"))?;
             let t = Instant::now();
-            hist.record(t.duration_since(now).as_nanos() as u64);
+            if let Some(h) = hist.as_deref_mut() {
+                h.record(t.duration_since(now).as_nanos() as u64);
+            }
             now = t;
             if self.rsp[..self.echo] != sb[..self.echo] {
                 errors += 1;
@@ -233,7 +235,7 @@ impl RrSession {
 pub fn rr_client(addr: SocketAddr, opts: &RrOpts) -> anyhow::Result<RrReport> {
     let mut session = RrSession::connect(addr, opts.req_size, opts.rsp_size, opts.duration)?;
     let mut hist = LatencyHistogram::new();
-    let slice = session.run(opts.duration, &mut hist)?;
+    let slice = session.run(opts.duration, Some(&mut hist))?;
     let us = |ns: f64| ns / 1e3;
     Ok(RrReport {
         transactions: slice.transactions,
@@ -256,7 +258,6 @@ pub fn rr_steps(
     input: impl io::BufRead,
     mut output: impl Write,
 ) -> anyhow::Result<u64> {
-    let mut hist = LatencyHistogram::new();
     let mut total = 0;
     for line in input.lines() {
         let line = line.context("reading the next slice length")?;
@@ -264,7 +265,7 @@ pub fn rr_steps(
             Ok(s) if s > 0.0 && s <= 3600.0 => s,
             _ => bail!("slice length {line:?}: want seconds in (0, 3600]"),
         };
-        let slice = session.run(Duration::from_secs_f64(secs), &mut hist)?;
+        let slice = session.run(Duration::from_secs_f64(secs), None)?;
         if slice.errors > 0 {
             bail!("{} responses did not echo their request", slice.errors);
         }

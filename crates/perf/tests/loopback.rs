@@ -159,7 +159,9 @@ fn rr_session_in_slices_counts_every_transaction_once() {
     let mut hist = LatencyHistogram::new();
     let mut total = 0;
     for _ in 0..3 {
-        let slice = session.run(Duration::from_millis(100), &mut hist).unwrap();
+        let slice = session
+            .run(Duration::from_millis(100), Some(&mut hist))
+            .unwrap();
         assert!(slice.transactions > 0, "{slice:?}");
         assert!(slice.seconds >= 0.1, "{slice:?}");
         assert_eq!(slice.errors, 0);
