@@ -720,6 +720,42 @@ fn tx_notifications_are_suppressed_until_rearmed() {
     assert_eq!(nf.stats.notifications_sent, 2);
 }
 
+#[test]
+fn tx_reap_collects_without_asking_for_the_next_event() {
+    let Pair { mut nf, mut nb, .. } = pair(all_features());
+    let start = nf.resources();
+    let mut got = Vec::new();
+    let send = |nf: &mut Netfront, i: u32| {
+        tap_send(nf, &VirtioNetHdr::default(), &raw_frame(60, i))
+            .unwrap()
+            .unwrap();
+        nf.tx_push();
+    };
+    // The fresh ring's rsp_event (1) asks for the first response; reaping it asks for nothing.
+    send(&mut nf, 0);
+    assert_eq!(nb.tx_poll(100, |p| got.push(p)), Ok(1));
+    assert_eq!(nf.evtchn().consume(), 1);
+    assert_eq!(nf.tx_reap(), 1);
+    // Request/response: one packet out, its answer back, a reap at the next wake-up; the
+    // backend never notifies for these answers.
+    for i in 1..6 {
+        send(&mut nf, i);
+        assert_eq!(nb.tx_poll(100, |p| got.push(p)), Ok(1));
+        assert_eq!(nf.evtchn().consume(), 0, "round {i}: no event asked for");
+        assert_eq!(nf.tx_reap(), 1);
+    }
+    assert_eq!(nb.stats.tx_notifications, 1);
+    // Out of room, the frontend asks (tx_complete): the next answer notifies it.
+    send(&mut nf, 6);
+    assert_eq!(nf.tx_complete(), 0);
+    assert_eq!(nb.tx_poll(100, |p| got.push(p)), Ok(1));
+    assert_eq!(nf.evtchn().consume(), 1);
+    assert_eq!(nb.stats.tx_notifications, 2);
+    assert_eq!(nf.tx_reap(), 1);
+    assert_eq!(got.len(), 7);
+    assert_eq!(nf.resources(), start, "every id, page and grant came back");
+}
+
 // ------------------------------------------------------------------------------ hostile frontend
 
 /// Every fatal and drop counter, by name.

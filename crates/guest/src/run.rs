@@ -159,8 +159,8 @@ fn event_loop(xs: &mut XsClient, nf: &mut Netfront, tap: &Tap) -> Result<()> {
         if kick || n == 0 {
             // RX: responses into the TAP, a pass over the ring at a time.
             nf.rx_poll_batch(|pkts, ok| batch.write(pkts, ok));
-            // TX: completions, then frames from the TAP while there is room.
-            nf.tx_complete();
+            // TX: the answers that are there, then frames from the TAP while there is room.
+            nf.tx_reap();
             let mut sent = 0;
             loop {
                 match nf.tx_read_with(|iov| tap.readv(iov)) {
@@ -185,6 +185,10 @@ fn event_loop(xs: &mut XsClient, nf: &mut Netfront, tap: &Tap) -> Result<()> {
             }
             if sent > 0 {
                 nf.tx_push();
+            }
+            if !tap_armed {
+                // Out of room: from now on the backend's next TX answer wakes us.
+                nf.tx_complete();
             }
             if !tap_armed && nf.tx_has_room() {
                 ep.modify(tap.fd(), &mut EpollEvent::new(EpollFlags::EPOLLIN, EV_TAP))?;
