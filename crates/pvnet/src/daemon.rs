@@ -201,7 +201,12 @@ struct DaemonStats {
     polls: u64,
     polls_full_budget: u64,
     frames: u64,
+    /// Polls skipped because a guest's queue was nearly full (the port is then not watched
+    /// until that guest takes packets: no spinning on a readable socket).
     pnic_deferred: u64,
+    /// Polls made although a guest's queue was still full after [`PNIC_STALL_NS`]: that
+    /// guest's packets are dropped (its `rx_queue_full`) so the others are served.
+    pnic_stall_polls: u64,
     flooded_copies: u64,
     linearized_bytes: u64,
     ddtap_rx: u64,
@@ -234,6 +239,10 @@ pub struct Daemon {
     ticks_per_us: u64,
     /// Packets leaving the engine (reused buffer).
     lro_out: Vec<Packet>,
+    /// Whether epoll reports the physical port's socket (off while guests' queues are full).
+    pnic_watched: bool,
+    /// Since when (`now`) a guest's queue has been too full to poll the port.
+    backlog_since: Option<u64>,
     ddtap: Option<Tap>,
     vifs: BTreeMap<u16, Vif>,
     ep: Epoll,
@@ -259,6 +268,9 @@ use pvnet_perf::cpu::rdtsc;
 
 /// How often the bridge's table is swept for expired entries (its ageing time is minutes).
 const AGE_EVERY_NS: u64 = 1_000_000_000;
+/// How long a guest that takes no packets may hold the physical port back (its queue full)
+/// before the port is polled anyway and that guest's packets are dropped.
+const PNIC_STALL_NS: u64 = 100_000_000;
 
 fn now_ns(start: Instant) -> u64 {
     start.elapsed().as_nanos() as u64
@@ -359,6 +371,8 @@ impl Daemon {
             store: Store::new(),
             bridge: Bridge::new(BridgeConfig::default()),
             pnic: None,
+            pnic_watched: false,
+            backlog_since: None,
             ddtap: None,
             vifs: BTreeMap::new(),
             ep,
@@ -389,6 +403,7 @@ impl Daemon {
         self.ep
             .add(pnic.rx_fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_PNIC))?;
         self.pnic = Some(pnic);
+        self.pnic_watched = true;
         self.bridge.add_port(PORT_PNIC);
 
         let tap = Tap::open("pvdd0", true).context("creating the driver domain's stack port")?;
@@ -621,7 +636,13 @@ impl Daemon {
     /// Runs until a signal or `pvnet down`.
     pub fn run(&mut self) -> Result<()> {
         while !self.stopping {
-            self.run_once(Duration::from_millis(200))?;
+            // While the port is not watched, wake in time to end a guest's stall.
+            let wait = if self.pnic_watched {
+                Duration::from_millis(200)
+            } else {
+                Duration::from_nanos(PNIC_STALL_NS / 4)
+            };
+            self.run_once(wait)?;
         }
         Ok(())
     }
@@ -697,6 +718,7 @@ impl Daemon {
         }
         self.lro_expire();
         self.arm_lro_timer();
+        self.watch_pnic();
         self.process_store_events();
         if self.now.saturating_sub(self.aged_at) >= AGE_EVERY_NS {
             self.bridge.age(self.now);
@@ -749,19 +771,64 @@ impl Daemon {
 
     // ------------------------------------------------------------------ data path
 
+    /// Whether a guest's queue is too full for another poll's worth of frames.
+    fn backlogged(&self) -> bool {
+        let budget = self.cfg.budget;
+        self.vifs.values().any(|v| {
+            v.netback
+                .as_ref()
+                .is_some_and(|n| n.rx_queued() + budget > pvnet_dd::netback::RX_QUEUE_LIMIT)
+        })
+    }
+
+    /// Whether the port must wait for a guest: backlogged, and not for longer than the stall
+    /// limit. Keeps `backlog_since`.
+    fn must_wait(&mut self) -> bool {
+        if !self.backlogged() {
+            self.backlog_since = None;
+            return false;
+        }
+        let since = *self.backlog_since.get_or_insert(self.now);
+        self.now.saturating_sub(since) < PNIC_STALL_NS
+    }
+
+    /// Watches the physical port again once no guest holds it back. Level-triggered: frames
+    /// that came meanwhile are reported at the next wait.
+    fn watch_pnic(&mut self) {
+        if self.pnic_watched || self.must_wait() {
+            return;
+        }
+        let Some(pnic) = self.pnic.as_ref() else {
+            return;
+        };
+        let mut ev = EpollEvent::new(EpollFlags::EPOLLIN, EV_PNIC);
+        if self.ep.modify(pnic.rx_fd(), &mut ev).is_ok() {
+            self.pnic_watched = true;
+        }
+    }
+
     /// One NAPI poll of the physical port. Returns true when the budget was used up.
     fn pnic_poll(&mut self) -> bool {
         let budget = self.cfg.budget;
         // Back-pressure: don't take frames from the wire while a guest's queue is nearly full;
-        // the kernel's ring holds them (and counts its drops).
-        if self.vifs.values().any(|v| {
-            v.netback
-                .as_ref()
-                .is_some_and(|n| n.rx_queued() + budget > pvnet_dd::netback::RX_QUEUE_LIMIT)
-        }) {
+        // the kernel's ring holds them (and counts its drops). Stop watching the port until
+        // that guest's notification (it posted buffers) or the stall limit: a level-triggered
+        // readable socket would otherwise wake us at once, a spin that takes the guest's CPU.
+        if self.must_wait() {
             self.stats.pnic_deferred += 1;
             self.flush_vifs();
+            if self.pnic_watched {
+                if let Some(pnic) = self.pnic.as_ref() {
+                    let mut ev = EpollEvent::new(EpollFlags::empty(), EV_PNIC);
+                    if self.ep.modify(pnic.rx_fd(), &mut ev).is_ok() {
+                        self.pnic_watched = false;
+                    }
+                }
+            }
             return false;
+        }
+        if self.backlog_since.is_some() {
+            self.stats.pnic_stall_polls += 1;
         }
         let Some(pnic) = self.pnic.as_mut() else {
             return false;

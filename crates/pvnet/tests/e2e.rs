@@ -383,3 +383,64 @@ fn bench_pairs_xen_and_adaptive_on_one_testbed() {
     assert_run_gone(p["run_id"].as_str().unwrap());
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Sends SIGCONT to a stopped process when dropped, so a failing test still lets it go down.
+struct Stopped(nix::unistd::Pid);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGCONT);
+    }
+}
+
+#[test]
+fn a_guest_that_takes_nothing_holds_the_port_back_only_briefly() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("a_guest_that_takes_nothing_holds_the_port_back_only_briefly") {
+        return;
+    }
+    let run = Run::up(&["--guests", "2"]);
+    let mut s0 = server(&run, "g0", "10.77.0.10");
+    // g1 answers once (the remote host knows its address, the bridge its MAC), then stops.
+    let o = run.exec("remote", &["perf", "ping", "10.77.0.11", "--count", "1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let info: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("/run/pvnet/{}/info.json", run.id)).unwrap(),
+    )
+    .unwrap();
+    let g1 = nix::unistd::Pid::from_raw(info["guest_pids"][1].as_i64().unwrap() as i32);
+    nix::sys::signal::kill(g1, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let stopped = Stopped(g1);
+    // Far more for g1 than its ring and its queue in the driver domain hold.
+    let remote = pvnet_testbed::Netns::open(&format!("pvnet-{}-remote", run.id)).unwrap();
+    remote
+        .run(|| {
+            let s = std::net::UdpSocket::bind("10.77.0.1:0").unwrap();
+            for _ in 0..4000 {
+                s.send_to(&[0x5a; 1000], "10.77.0.11:9").unwrap();
+            }
+        })
+        .unwrap();
+    // g0 is still served: after the stall limit the port is polled again and g1's packets
+    // are dropped at its full queue.
+    let bytes = 64u64 << 20;
+    let v = stream(&run, "10.77.0.10", bytes);
+    assert_eq!(v["receiver"]["bytes"].as_u64(), Some(bytes), "{v}");
+    assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0));
+    let st = run.stat();
+    let d = &st["daemon"];
+    assert!(d["pnic_stall_polls"].as_u64().unwrap() >= 1, "{d}");
+    // While the port waits for g1 it is not watched: no spinning on a readable socket.
+    assert!(d["pnic_deferred"].as_u64().unwrap() < 5000, "{d}");
+    let v1 = &st["vifs"][1];
+    assert!(
+        v1["netback"]["rx_queue_full"].as_u64().unwrap() >= 1,
+        "{v1}"
+    );
+    assert_eq!(v1["state"], "connected", "{v1}");
+    // Let go, g1 takes packets again.
+    drop(stopped);
+    let o = run.exec("remote", &["perf", "ping", "10.77.0.11", "--count", "3"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let _ = s0.wait();
+}
