@@ -270,6 +270,9 @@ pub struct CpuSample {
 pub struct CpuDelta {
     /// Busy time of the sampled CPU (tick resolution: 1e9 / clk_tck ns).
     pub busy_ns: u64,
+    /// Of it, time in softirq (receive processing that interrupted, or ran at the end of a
+    /// bottom-half-disabled section of, whatever task was current).
+    pub softirq_ns: u64,
     /// All time of the sampled CPU, busy or not (≈ wall_ns).
     pub total_ns: u64,
     /// `(pid, ns on CPU)` for each pid present in both samples.
@@ -319,6 +322,7 @@ pub fn delta(a: &CpuSample, b: &CpuSample) -> CpuDelta {
         .collect();
     CpuDelta {
         busy_ns: ticks_to_ns(b.times.busy().saturating_sub(a.times.busy())),
+        softirq_ns: ticks_to_ns(b.times.softirq.saturating_sub(a.times.softirq)),
         total_ns: ticks_to_ns(b.times.total().saturating_sub(a.times.total())),
         pid_ns,
         wall_ns: b.wall_ns.saturating_sub(a.wall_ns),

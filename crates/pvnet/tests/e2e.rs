@@ -237,6 +237,7 @@ fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
         "throughput_mbps",
         "rr_tps",
         "cycles_per_byte.total",
+        "cycles_per_byte.softirq",
         "rr_latency_us.p50",
         "rr_latency_us.p99",
         "retransmissions",
@@ -292,6 +293,9 @@ fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
         d > 0.0 && g > 0.0 && (d + g - t).abs() < 1e-6 * t.max(1.0),
         "split {d} + {g} != {t}"
     );
+    // The physical port's receive path runs in softirq on CPU 0 (RPS): part of the total.
+    let si = x["softirq"].as_f64().unwrap();
+    assert!(si > 0.0 && si <= t, "softirq {si} of {t}");
 
     // Every raw sample, warm-up marked; nothing of any of their testbeds is left.
     let samples = v["samples"].as_array().unwrap();

@@ -72,12 +72,19 @@ pub struct Sample {
     pub limit: String,
     /// Busy time of the receiving CPU, and its split into driver domain and guest.
     pub cpu_busy_ns: u64,
+    /// Of it, softirq: the physical port's receive path (by RPS) in the PV configurations,
+    /// the whole IP and TCP receive path natively.
+    pub softirq_ns: u64,
     pub driver_ns: u64,
     pub guest_ns: u64,
     pub cycles_per_byte_total: f64,
     /// None in the native configurations (no domains to split into).
     pub cycles_per_byte_driver: Option<f64>,
     pub cycles_per_byte_guest: Option<f64>,
+    /// Softirq share of `cycles_per_byte_total`. Without `CONFIG_IRQ_TIME_ACCOUNTING` (this
+    /// machine's kernel) the kernel charges softirq time to the task it interrupted, so part
+    /// of the physical port's softirq sits in the guest's share.
+    pub cycles_per_byte_softirq: f64,
     /// Segments per aggregate during the stream (None without aggregation).
     pub lro_rate: Option<f64>,
     pub flush_latency_p50_us: Option<f64>,
@@ -211,6 +218,7 @@ fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Resul
     s.tx_cpu_busy = cpu::delta(&tx_before, &tx_after).utilization();
     s.limit = limit_of(s.rx_cpu_busy, s.tx_cpu_busy).to_string();
     s.cpu_busy_ns = d.busy_ns;
+    s.softirq_ns = d.softirq_ns.min(d.busy_ns);
     let cpb = |ns: u64| {
         if s.bytes == 0 {
             0.0
@@ -219,6 +227,7 @@ fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Resul
         }
     };
     s.cycles_per_byte_total = cpb(s.cpu_busy_ns);
+    s.cycles_per_byte_softirq = cpb(s.softirq_ns);
     if mode == Mode::Xen {
         let pid_ns = |pid: i32| {
             d.pid_ns

@@ -131,6 +131,7 @@ pub fn tables(cs: &[ConfigSummary], reps: usize) -> Vec<Table> {
                 "cycles_per_byte.driver",
                 "cycles_per_byte.guest",
                 "cycles_per_byte.total",
+                "cycles_per_byte.softirq",
             ],
         ),
         ("Table VI: LRO rate", &["lro_rate"]),
@@ -435,7 +436,9 @@ pub fn markdown(run: &Run) -> String {
          - Throughput: bytes the receiver got ÷ the stream's duration.\n\
          - Cycles per byte: busy time of CPU 0 from `/proc/stat` during the stream × TSC rate ÷ bytes received. \
          The guest's share is the CPU time of its netfront process (whose TAP writes run the guest kernel's receive path) and of the receiver; \
-         the driver domain's is the rest of CPU 0 (daemon, the physical port's softirq). Native Linux has no split.\n\
+         the driver domain's is the rest of CPU 0 (daemon, the physical port's softirq). Native Linux has no split. \
+         \"Of the total: softirq\" is CPU 0's softirq time (`/proc/stat`): natively the whole IP and TCP receive path, on the PV path mostly the physical port's (RPS to CPU 0, `tpacket_rcv`). \
+         A kernel without `CONFIG_IRQ_TIME_ACCOUNTING` charges softirq time to the task it interrupted, so part of the physical port's softirq counts in the guest's share.\n\
          - LRO rate: segments in ÷ aggregates out at the physical port during the stream; flush latency: TSC ticks from an aggregate's first segment to its flush (daemon histogram).\n\
          - Retransmissions: `Tcp: RetransSegs` of the sender's namespace before and after the stream.\n\
          - Which side limits: busy fraction of CPU 0 (receiving side) and CPU 1 (sender) during the stream.\n",

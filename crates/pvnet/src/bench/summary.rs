@@ -51,6 +51,13 @@ pub const METRICS: &[Metric] = &[
         decimals: 2,
     },
     Metric {
+        key: "cycles_per_byte.softirq",
+        label: "of the total: softirq",
+        get: |s| Some(s.cycles_per_byte_softirq),
+        ratios: false,
+        decimals: 2,
+    },
+    Metric {
         key: "lro_rate",
         label: "segments per aggregate",
         get: |s| s.lro_rate,
