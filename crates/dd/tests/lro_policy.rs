@@ -126,7 +126,12 @@ fn idle_deadline_is_enforced_by_receive_too() {
     lro.receive(s[0].build(), no_vnet(), 0, &mut out);
     lro.receive(s[1].build(), no_vnet(), 0, &mut out);
     lro.end_poll(2, 0, &mut out);
-    lro.receive(s[2].build(), no_vnet(), 100, &mut out);
+    lro.receive(
+        s[2].build(),
+        no_vnet(),
+        u64::from(IDLE_FLUSH_US) + 50,
+        &mut out,
+    );
     assert_eq!(out.len(), 1);
     assert_eq!(lro.held(), 1);
     assert_eq!(lro.stats().flush.idle, 1);
