@@ -129,8 +129,27 @@ impl Drop for Run {
     }
 }
 
+/// A receiver started by [`server`]; killed when dropped unfinished (a failed test), so it does
+/// not outlive its namespace.
+pub struct Server(std::process::Child);
+
+impl Server {
+    pub fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        self.0.wait()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Starts a `perf server --once` in `role` and waits until it accepts connections.
-pub fn server(run: &Run, role: &str, addr: &str) -> std::process::Child {
+pub fn server(run: &Run, role: &str, addr: &str) -> Server {
     let child = run.spawn(role, &["perf", "server", "--once"]);
     for _ in 0..100 {
         let o = run.exec("remote", &["perf", "ping", addr, "--count", "1"]);
@@ -139,7 +158,7 @@ pub fn server(run: &Run, role: &str, addr: &str) -> std::process::Child {
         }
     }
     std::thread::sleep(std::time::Duration::from_millis(200));
-    child
+    Server(child)
 }
 
 /// Streams `bytes` from the remote host to `addr`; returns the parsed receiver report.
