@@ -681,15 +681,17 @@ fn tx_oversize_and_bad_csum_are_answered_with_errors() {
     assert_eq!(nf.resources(), start);
 }
 
+/// Posts one 60-byte frame (pattern `i`) and pushes the request.
+fn send(nf: &mut Netfront, i: u32) {
+    tap_send(nf, &VirtioNetHdr::default(), &raw_frame(60, i))
+        .unwrap()
+        .unwrap();
+    nf.tx_push();
+}
+
 #[test]
 fn tx_notifications_are_suppressed_until_rearmed() {
     let Pair { mut nf, mut nb, .. } = pair(all_features());
-    let send = |nf: &mut Netfront, i: u32| {
-        tap_send(nf, &VirtioNetHdr::default(), &raw_frame(60, i))
-            .unwrap()
-            .unwrap();
-        nf.tx_push();
-    };
     send(&mut nf, 0);
     assert_eq!(nb.evtchn().consume(), 1, "fresh ring: req_event = 1");
     for i in 1..11 {
@@ -725,12 +727,6 @@ fn tx_reap_collects_without_asking_for_the_next_event() {
     let Pair { mut nf, mut nb, .. } = pair(all_features());
     let start = nf.resources();
     let mut got = Vec::new();
-    let send = |nf: &mut Netfront, i: u32| {
-        tap_send(nf, &VirtioNetHdr::default(), &raw_frame(60, i))
-            .unwrap()
-            .unwrap();
-        nf.tx_push();
-    };
     // The fresh ring's rsp_event (1) asks for the first response; reaping it asks for nothing.
     send(&mut nf, 0);
     assert_eq!(nb.tx_poll(100, |p| got.push(p)), Ok(1));

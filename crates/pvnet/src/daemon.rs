@@ -795,15 +795,24 @@ impl Daemon {
     /// Watches the physical port again once no guest holds it back. Level-triggered: frames
     /// that came meanwhile are reported at the next wait.
     fn watch_pnic(&mut self) {
-        if self.pnic_watched || self.must_wait() {
-            return;
+        if !self.pnic_watched && !self.must_wait() {
+            self.set_pnic_watched(true);
         }
+    }
+
+    /// Has epoll report the physical port's socket, or not.
+    fn set_pnic_watched(&mut self, on: bool) {
         let Some(pnic) = self.pnic.as_ref() else {
             return;
         };
-        let mut ev = EpollEvent::new(EpollFlags::EPOLLIN, EV_PNIC);
+        let flags = if on {
+            EpollFlags::EPOLLIN
+        } else {
+            EpollFlags::empty()
+        };
+        let mut ev = EpollEvent::new(flags, EV_PNIC);
         if self.ep.modify(pnic.rx_fd(), &mut ev).is_ok() {
-            self.pnic_watched = true;
+            self.pnic_watched = on;
         }
     }
 
@@ -818,12 +827,7 @@ impl Daemon {
             self.stats.pnic_deferred += 1;
             self.flush_vifs();
             if self.pnic_watched {
-                if let Some(pnic) = self.pnic.as_ref() {
-                    let mut ev = EpollEvent::new(EpollFlags::empty(), EV_PNIC);
-                    if self.ep.modify(pnic.rx_fd(), &mut ev).is_ok() {
-                        self.pnic_watched = false;
-                    }
-                }
+                self.set_pnic_watched(false);
             }
             return false;
         }
