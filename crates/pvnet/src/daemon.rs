@@ -21,6 +21,7 @@ use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use pvnet_dd::bridge::{Bridge, BridgeConfig, Decision, PortId};
+use pvnet_dd::gate::{Gate, GuestLoad, PortGate};
 use pvnet_dd::lro::{self, Lro};
 use pvnet_dd::netback::{Fatal, Features, Netback, VifStats};
 use pvnet_dd::packet::{Chain, Packet};
@@ -204,9 +205,9 @@ struct DaemonStats {
     /// Polls skipped because a guest's queue was nearly full (the port is then not watched
     /// until that guest takes packets: no spinning on a readable socket).
     pnic_deferred: u64,
-    /// Polls made although a guest's queue was still full after [`PNIC_STALL_NS`]: that
-    /// guest's packets are dropped (its `rx_queue_full`) so the others are served.
-    pnic_stall_polls: u64,
+    /// Guests that held the port back without taking packets and are then not waited for
+    /// a while (`pvnet_dd::gate`): their packets are dropped (`rx_queue_full`).
+    pnic_stalls: u64,
     flooded_copies: u64,
     linearized_bytes: u64,
     ddtap_rx: u64,
@@ -241,8 +242,8 @@ pub struct Daemon {
     lro_out: Vec<Packet>,
     /// Whether epoll reports the physical port's socket (off while guests' queues are full).
     pnic_watched: bool,
-    /// Since when (`now`) a guest's queue has been too full to poll the port.
-    backlog_since: Option<u64>,
+    /// Back-pressure from full guests to the port, bounded per guest.
+    gate: PortGate,
     ddtap: Option<Tap>,
     vifs: BTreeMap<u16, Vif>,
     ep: Epoll,
@@ -268,9 +269,6 @@ use pvnet_perf::cpu::rdtsc;
 
 /// How often the bridge's table is swept for expired entries (its ageing time is minutes).
 const AGE_EVERY_NS: u64 = 1_000_000_000;
-/// How long a guest that takes no packets may hold the physical port back (its queue full)
-/// before the port is polled anyway and that guest's packets are dropped.
-const PNIC_STALL_NS: u64 = 100_000_000;
 
 fn now_ns(start: Instant) -> u64 {
     start.elapsed().as_nanos() as u64
@@ -372,7 +370,7 @@ impl Daemon {
             bridge: Bridge::new(BridgeConfig::default()),
             pnic: None,
             pnic_watched: false,
-            backlog_since: None,
+            gate: PortGate::default(),
             ddtap: None,
             vifs: BTreeMap::new(),
             ep,
@@ -640,7 +638,7 @@ impl Daemon {
             let wait = if self.pnic_watched {
                 Duration::from_millis(200)
             } else {
-                Duration::from_nanos(PNIC_STALL_NS / 4)
+                Duration::from_nanos(pvnet_dd::gate::STALL_NS / 4)
             };
             self.run_once(wait)?;
         }
@@ -771,25 +769,25 @@ impl Daemon {
 
     // ------------------------------------------------------------------ data path
 
-    /// Whether a guest's queue is too full for another poll's worth of frames.
-    fn backlogged(&self) -> bool {
-        let budget = self.cfg.budget;
-        self.vifs.values().any(|v| {
-            v.netback
-                .as_ref()
-                .is_some_and(|n| n.rx_queued() + budget > pvnet_dd::netback::RX_QUEUE_LIMIT)
-        })
-    }
-
-    /// Whether the port must wait for a guest: backlogged, and not for longer than the stall
-    /// limit. Keeps `backlog_since`.
+    /// Whether the port must wait for a guest whose queue cannot take another poll's worth
+    /// of frames (see `pvnet_dd::gate` for how long).
     fn must_wait(&mut self) -> bool {
-        if !self.backlogged() {
-            self.backlog_since = None;
-            return false;
+        let budget = self.cfg.budget;
+        let loads = self.vifs.iter().filter_map(|(&dom, v)| {
+            v.netback.as_ref().map(|n| GuestLoad {
+                dom,
+                full: n.rx_queued() + budget > pvnet_dd::netback::RX_QUEUE_LIMIT,
+                taken: n.stats.rx_packets,
+            })
+        });
+        match self.gate.check(self.now, loads) {
+            Gate::Wait => true,
+            Gate::Poll => false,
+            Gate::Stalled => {
+                self.stats.pnic_stalls += 1;
+                false
+            }
         }
-        let since = *self.backlog_since.get_or_insert(self.now);
-        self.now.saturating_sub(since) < PNIC_STALL_NS
     }
 
     /// Watches the physical port again once no guest holds it back. Level-triggered: frames
@@ -821,7 +819,7 @@ impl Daemon {
         let budget = self.cfg.budget;
         // Back-pressure: don't take frames from the wire while a guest's queue is nearly full;
         // the kernel's ring holds them (and counts its drops). Stop watching the port until
-        // that guest's notification (it posted buffers) or the stall limit: a level-triggered
+        // that guest's notification (it posted buffers) or its stall: a level-triggered
         // readable socket would otherwise wake us at once, a spin that takes the guest's CPU.
         if self.must_wait() {
             self.stats.pnic_deferred += 1;
@@ -830,9 +828,6 @@ impl Daemon {
                 self.set_pnic_watched(false);
             }
             return false;
-        }
-        if self.backlog_since.is_some() {
-            self.stats.pnic_stall_polls += 1;
         }
         let Some(pnic) = self.pnic.as_mut() else {
             return false;
@@ -1025,6 +1020,7 @@ impl Daemon {
         }
         v.fatal = Some(f);
         v.state = VifState::Disconnected;
+        self.gate.remove(dom);
         eprintln!("pvnet: vif {dom} disconnected: {}", f.name());
         let be = v.backend_path();
         let _ = self.store.write(

@@ -433,7 +433,7 @@ fn a_guest_that_takes_nothing_holds_the_port_back_only_briefly() {
     assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0));
     let st = run.stat();
     let d = &st["daemon"];
-    assert!(d["pnic_stall_polls"].as_u64().unwrap() >= 1, "{d}");
+    assert!(d["pnic_stalls"].as_u64().unwrap() >= 1, "{d}");
     // While the port waits for g1 it is not watched: no spinning on a readable socket.
     assert!(d["pnic_deferred"].as_u64().unwrap() < 5000, "{d}");
     let v1 = &st["vifs"][1];
