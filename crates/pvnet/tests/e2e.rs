@@ -241,6 +241,7 @@ fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
         "rr_latency_us.p50",
         "rr_latency_us.p99",
         "retransmissions",
+        "dsacked_segments",
         "cpu_busy_pct.rx",
         "cpu_busy_pct.tx",
     ];

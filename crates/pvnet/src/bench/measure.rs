@@ -65,6 +65,10 @@ pub struct Sample {
     /// remote host's namespace), and all it sent (`OutSegs`).
     pub retransmissions: u64,
     pub out_segments: u64,
+    /// Segments the receiver reported as received twice (D-SACK, `TcpExt: TCPDSACKRecvSegs` of
+    /// the remote host's namespace): retransmissions that were not needed, because the segment
+    /// was reordered or delayed, not lost.
+    pub dsacked_segments: u64,
     /// Busy fraction (0..1) of the receiving and the sending CPU during the stream.
     pub rx_cpu_busy: f64,
     pub tx_cpu_busy: f64,
@@ -212,6 +216,7 @@ fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Resul
     }
     s.retransmissions = snmp_after.retrans.saturating_sub(snmp_before.retrans);
     s.out_segments = snmp_after.out.saturating_sub(snmp_before.out);
+    s.dsacked_segments = snmp_after.dsacked.saturating_sub(snmp_before.dsacked);
 
     let d = cpu::delta(&rx_before, &rx_after);
     s.rx_cpu_busy = d.utilization();
@@ -458,30 +463,40 @@ fn listening_in(table: &str, port_suffix: &str) -> bool {
 /// The TCP counters of a namespace that the bench reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TcpCounters {
+    /// `Tcp: RetransSegs` and `OutSegs` (`/proc/net/snmp`).
     pub retrans: u64,
     pub out: u64,
+    /// `TcpExt: TCPDSACKRecvSegs` (`/proc/net/netstat`).
+    pub dsacked: u64,
 }
 
 fn tcp_counters(ns: &Netns) -> Result<TcpCounters> {
-    let text = ns
-        .run(|| std::fs::read_to_string("/proc/thread-self/net/snmp"))?
-        .with_context(|| format!("reading /proc/net/snmp in {}", ns.name()))?;
-    parse_snmp(&text).ok_or_else(|| anyhow!("no Tcp: RetransSegs in /proc/net/snmp"))
+    let read = |file: &str| -> Result<String> {
+        ns.run(|| std::fs::read_to_string(format!("/proc/thread-self/net/{file}")))?
+            .with_context(|| format!("reading /proc/net/{file} in {}", ns.name()))
+    };
+    let (snmp, netstat) = (read("snmp")?, read("netstat")?);
+    let get = |text: &str, section: &str, name: &str| {
+        proc_counter(text, section, name)
+            .ok_or_else(|| anyhow!("no {section} {name} in /proc/net/ of {}", ns.name()))
+    };
+    Ok(TcpCounters {
+        retrans: get(&snmp, "Tcp:", "RetransSegs")?,
+        out: get(&snmp, "Tcp:", "OutSegs")?,
+        dsacked: get(&netstat, "TcpExt:", "TCPDSACKRecvSegs")?,
+    })
 }
 
-/// `Tcp: RetransSegs` and `OutSegs` from `/proc/net/snmp` (a header line, then a value line).
-pub fn parse_snmp(text: &str) -> Option<TcpCounters> {
-    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
-    let names: Vec<&str> = tcp.next()?.split_whitespace().collect();
-    let values: Vec<&str> = tcp.next()?.split_whitespace().collect();
-    let get = |n: &str| -> Option<u64> {
-        let i = names.iter().position(|x| *x == n)?;
-        values.get(i)?.parse().ok()
-    };
-    Some(TcpCounters {
-        retrans: get("RetransSegs")?,
-        out: get("OutSegs")?,
-    })
+/// One counter of `/proc/net/snmp` or `/proc/net/netstat`, where each section is a line of
+/// names and then a line of values, both starting with the section's name (`Tcp:`, `TcpExt:`).
+pub fn proc_counter(text: &str, section: &str, name: &str) -> Option<u64> {
+    let mut lines = text
+        .lines()
+        .filter(|l| l.split_whitespace().next() == Some(section));
+    let names = lines.next()?.split_whitespace();
+    let values = lines.next()?.split_whitespace();
+    let (_, v) = names.zip(values).skip(1).find(|(n, _)| *n == name)?;
+    v.parse().ok()
 }
 
 #[cfg(test)]
@@ -489,18 +504,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn snmp_tcp_counters() {
-        let t = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+    fn counters_from_proc_net_tables() {
+        let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
                  Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors\n\
                  Tcp: 1 200 120000 -1 3 0 0 0 1 1000 2000 7 0 0 0\n";
+        assert_eq!(proc_counter(snmp, "Tcp:", "RetransSegs"), Some(7));
+        assert_eq!(proc_counter(snmp, "Tcp:", "OutSegs"), Some(2000));
         assert_eq!(
-            parse_snmp(t),
-            Some(TcpCounters {
-                retrans: 7,
-                out: 2000
-            })
+            proc_counter(snmp, "Tcp:", "MaxConn"),
+            None,
+            "-1 is no counter"
         );
-        assert_eq!(parse_snmp("Ip: x\n"), None);
+        assert_eq!(proc_counter(snmp, "Tcp:", "Nope"), None);
+        assert_eq!(proc_counter(snmp, "Ip:", "DefaultTTL"), Some(64));
+        assert_eq!(
+            proc_counter(snmp, "Ip:", "Ip:"),
+            None,
+            "the section name is no counter"
+        );
+        assert_eq!(proc_counter("Ip: x\n", "Tcp:", "RetransSegs"), None);
+        assert_eq!(
+            proc_counter("Tcp: A B\n", "Tcp:", "A"),
+            None,
+            "no value line"
+        );
+        // `TcpExt:` must not be taken for `Tcp:`, nor the other way round.
+        let netstat = "TcpExt: SyncookiesSent TCPDSACKRecvSegs\nTcpExt: 0 1298\n\
+                       IpExt: InNoRoutes\nIpExt: 3\n";
+        assert_eq!(
+            proc_counter(netstat, "TcpExt:", "TCPDSACKRecvSegs"),
+            Some(1298)
+        );
+        assert_eq!(proc_counter(netstat, "Tcp:", "TCPDSACKRecvSegs"), None);
+        assert_eq!(proc_counter(snmp, "TcpExt:", "RetransSegs"), None);
     }
 
     #[test]

@@ -143,7 +143,10 @@ pub fn tables(cs: &[ConfigSummary], reps: usize) -> Vec<Table> {
             "Flush latency (first segment in to aggregate out)",
             &["flush_latency_us.p50", "flush_latency_us.p99"],
         ),
-        ("TCP retransmissions per stream", &["retransmissions"]),
+        (
+            "TCP retransmissions per stream",
+            &["retransmissions", "dsacked_segments"],
+        ),
         (
             "Which side limits the stream",
             &["cpu_busy_pct.rx", "cpu_busy_pct.tx"],
@@ -440,7 +443,8 @@ pub fn markdown(run: &Run) -> String {
          \"Of the total: softirq\" is CPU 0's softirq time (`/proc/stat`): natively the whole IP and TCP receive path, on the PV path mostly the physical port's (RPS to CPU 0, `tpacket_rcv`). \
          A kernel without `CONFIG_IRQ_TIME_ACCOUNTING` charges softirq time to the task it interrupted, so part of the physical port's softirq counts in the guest's share.\n\
          - LRO rate: segments in ÷ aggregates out at the physical port during the stream; flush latency: TSC ticks from an aggregate's first segment to its flush (daemon histogram).\n\
-         - Retransmissions: `Tcp: RetransSegs` of the sender's namespace before and after the stream.\n\
+         - Retransmissions: `Tcp: RetransSegs` of the sender's namespace before and after the stream; \
+         \"D-SACKed\": `TcpExt: TCPDSACKRecvSegs` likewise, the segments the receiver reported as duplicates, i.e. retransmissions of segments that were reordered, not lost.\n\
          - Which side limits: busy fraction of CPU 0 (receiving side) and CPU 1 (sender) during the stream.\n",
     );
     let errors: Vec<String> = run

@@ -107,6 +107,13 @@ pub const METRICS: &[Metric] = &[
         decimals: 0,
     },
     Metric {
+        key: "dsacked_segments",
+        label: "of them, D-SACKed (not lost)",
+        get: |s| Some(s.dsacked_segments as f64),
+        ratios: false,
+        decimals: 0,
+    },
+    Metric {
         key: "cpu_busy_pct.rx",
         label: "CPU 0 (receiver) busy %",
         get: |s| Some(100.0 * s.rx_cpu_busy),
