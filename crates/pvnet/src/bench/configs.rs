@@ -1,7 +1,7 @@
 //! The configurations `pvnet bench` knows (seed 000, Table III, plus today's native anchor and
 //! the flush policies the seed left open), and the daemon settings of each.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use pvnet_dd::lro;
 
 use crate::daemon::{DaemonConfig, LroSettings, Mode};
@@ -106,6 +106,20 @@ pub fn parse(s: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// Parses `--paired BASE,OTHER`: two PV configurations (the paired comparison switches
+/// between them on a running testbed, which native Linux cannot be). The same one twice is an
+/// A/A run: it shows the spread and bias of the method itself.
+pub fn parse_pair(s: &str) -> Result<(String, String)> {
+    let names: Vec<&str> = s.split(',').map(str::trim).collect();
+    let [base, other] = names[..] else {
+        bail!("--paired takes two configurations, BASE,OTHER (e.g. xen,adaptive), got {s:?}");
+    };
+    for c in [base, other] {
+        super::paired::set_request(c).with_context(|| format!("--paired {s}"))?;
+    }
+    Ok((base.to_string(), other.to_string()))
+}
+
 /// Parses `--sweep-values`: microseconds, comma-separated, each within the engine's hold limit.
 pub fn parse_sweep_values(s: &str) -> Result<Vec<u32>> {
     let mut v = Vec::new();
@@ -163,5 +177,36 @@ mod tests {
         assert!(parse_sweep_values("0").is_err());
         assert!(parse_sweep_values("5000").is_err());
         assert!(parse_sweep_values("x").is_err());
+    }
+
+    #[test]
+    fn a_pair_is_two_pv_configurations() {
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(parse_pair("xen,adaptive").unwrap(), pair("xen", "adaptive"));
+        assert_eq!(parse_pair(" xen , xen ").unwrap(), pair("xen", "xen"));
+        assert_eq!(parse_pair("lro,every:4").unwrap(), pair("lro", "every:4"));
+        let err = |s: &str| format!("{:#}", parse_pair(s).unwrap_err());
+        for bad in ["xen", "xen,lro,da", ""] {
+            assert!(
+                err(bad).contains("takes two configurations"),
+                "{bad}: {}",
+                err(bad)
+            );
+        }
+        assert!(
+            err("linux,xen").contains("not a PV configuration"),
+            "{}",
+            err("linux,xen")
+        );
+        assert!(
+            err("xen,").contains("unknown configuration"),
+            "{}",
+            err("xen,")
+        );
+        assert!(
+            err("xen,warp").contains("--paired xen,warp"),
+            "{}",
+            err("xen,warp")
+        );
     }
 }
