@@ -408,6 +408,14 @@ impl Pnic {
         self.ring.geometry().frame_size
     }
 
+    /// Whether a received frame is waiting in the ring (user space's view: no system call).
+    /// The daemon looks here before it sleeps, so the socket need not stay registered with
+    /// epoll: a registered socket runs the wake-up callback for every frame the kernel puts in
+    /// the ring, also while the daemon is busy and nobody waits.
+    pub fn rx_ready(&self) -> bool {
+        self.ring.head_ready()
+    }
+
     /// One NAPI poll: hands at most `budget` frames to `f`, releasing each slot back to the
     /// kernel right after `f` returns. Returns the number handed over (== `budget` means "more
     /// may be waiting, poll again"). Slots with an invalid header are released, counted in

@@ -196,6 +196,16 @@ impl Ring {
         self.geo
     }
 
+    /// Whether the head slot holds a frame for user space, without taking it: a look at one
+    /// status word, no system call.
+    pub fn head_ready(&self) -> bool {
+        let off = self.geo.frame_offset(self.head);
+        // SAFETY: off < map_len (head < frame_nr), so the pointer stays inside the mapping;
+        // the slot start is 16-byte aligned and its status word is only accessed atomically.
+        let status = unsafe { &*self.base.as_ptr().add(off).cast::<AtomicU32>() };
+        status.load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
+    }
+
     /// Looks at the head slot. When it is owned by user space, calls `f` with its validated
     /// contents, then gives the slot back to the kernel and advances. `None` when the head slot
     /// still belongs to the kernel (nothing waiting).

@@ -85,6 +85,7 @@ fn raw_frames_in_order_with_budget() {
     let bed = Bed::new();
     let mut p = open_a(&bed, 4096);
     let s = peer(&bed, false);
+    assert!(!p.rx_ready(), "nothing received yet");
     let sent: Vec<Vec<u8>> = (0..100u32)
         .map(|i| test_frame(MAC_A, MAC_B, i, 60 + (i as usize * 37) % 1455))
         .collect();
@@ -94,6 +95,8 @@ fn raw_frames_in_order_with_budget() {
     // Let the softirqs deliver everything into the ring.
     std::thread::sleep(Duration::from_millis(100));
     assert!(wait_rx(&p, 0), "rx fd must be readable");
+    assert!(p.rx_ready(), "the ring shows a waiting frame");
+    assert!(p.rx_ready(), "looking does not take it");
     let mut got = Vec::new();
     let mut polls = 0;
     loop {
@@ -113,6 +116,7 @@ fn raw_frames_in_order_with_budget() {
     assert_eq!(polls, 7);
     assert_eq!(p.poll(16, |_| panic!("ring must be empty")), 0);
     assert!(!wait_rx(&p, 0), "rx fd not readable once drained");
+    assert!(!p.rx_ready(), "nor does the ring show a frame");
     let st = p.stats();
     assert_eq!(st.rx_frames, 100);
     assert_eq!(
