@@ -101,10 +101,30 @@ pub struct DaemonConfig {
     /// GRO on the physical port's veth end (the `linux-gro` bench configuration).
     #[serde(default)]
     pub gro: bool,
+    /// Slots of the physical port's packet ring (see [`check_ring_frames`]).
+    #[serde(default = "default_ring_frames")]
+    pub ring_frames: u32,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn default_ring_frames() -> u32 {
+    pvnet_pnic::DEFAULT_FRAME_NR
+}
+
+/// Fewest and most slots `--ring-frames` accepts: below a few polls' worth the kernel drops
+/// whenever the daemon is descheduled; above 64 Ki slots (128 MiB) it is only memory.
+pub const RING_FRAMES_MIN: u32 = 256;
+pub const RING_FRAMES_MAX: u32 = 65536;
+
+/// Checks a `--ring-frames` value.
+pub fn check_ring_frames(n: u32) -> Result<u32> {
+    if !(RING_FRAMES_MIN..=RING_FRAMES_MAX).contains(&n) {
+        bail!("--ring-frames must be between {RING_FRAMES_MIN} and {RING_FRAMES_MAX}, got {n}");
+    }
+    Ok(n)
 }
 
 /// How the physical port aggregates.
@@ -129,6 +149,7 @@ impl Default for DaemonConfig {
             bo: false,
             guest_gso: true,
             gro: false,
+            ring_frames: pvnet_pnic::DEFAULT_FRAME_NR,
         }
     }
 }
@@ -401,7 +422,11 @@ impl Daemon {
     fn start_pv(&mut self) -> Result<()> {
         // The daemon's thread lives in the driver domain's namespace from here on.
         self.testbed.dd.enter()?;
-        let pnic = Pnic::open(&PnicConfig::new(self.testbed.dd_if.clone()))
+        let pcfg = PnicConfig {
+            frame_nr: check_ring_frames(self.cfg.ring_frames)?,
+            ..PnicConfig::new(self.testbed.dd_if.clone())
+        };
+        let pnic = Pnic::open(&pcfg)
             .map_err(|e| anyhow!("opening the physical port {}: {e}", self.testbed.dd_if))?;
         self.pnic = Some(pnic);
         self.pnic_watched = true;
@@ -1393,6 +1418,7 @@ impl Daemon {
         let pnic = self.pnic.as_mut().map(|p| {
             let s = p.stats();
             json!({
+                "ring_frames": p.frame_nr(),
                 "rx_frames": s.rx_frames, "rx_bytes": s.rx_bytes, "rx_truncated": s.rx_truncated,
                 "rx_bad": s.rx_bad, "rx_csum_not_ready": s.rx_csum_not_ready,
                 "tx_frames": s.tx_frames, "tx_bytes": s.tx_bytes, "tx_would_block": s.tx_would_block,

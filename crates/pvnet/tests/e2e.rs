@@ -24,6 +24,12 @@ fn one_gib_stream_into_a_guest_arrives_intact() {
     assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0));
     let _ = srv.wait();
     let st = run.stat();
+    assert_eq!(
+        st["pnic"]["ring_frames"].as_u64(),
+        Some(u64::from(pvnet_pnic::DEFAULT_FRAME_NR)),
+        "{}",
+        st["pnic"]
+    );
     let vif = &st["vifs"][0];
     assert_eq!(vif["state"], "connected");
     // At least a GiB of payload crossed netback into the guest, by grant copy.
@@ -41,7 +47,8 @@ fn request_response_through_the_pv_path() {
     if skip_unless_root("request_response_through_the_pv_path") {
         return;
     }
-    let run = Run::up(&["--guests", "1"]);
+    // A smaller packet ring than the default: the knob reaches the kernel's ring.
+    let run = Run::up(&["--guests", "1", "--ring-frames", "1024"]);
     let mut srv = server(&run, "g0", "10.77.0.10");
     let o = run.exec("remote", &["perf", "rr", "10.77.0.10", "--duration", "2"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -49,6 +56,18 @@ fn request_response_through_the_pv_path() {
     assert!(v["transactions"].as_u64().unwrap() > 100, "{v}");
     assert_eq!(v["errors"].as_u64(), Some(0));
     let _ = srv.wait();
+    let st = run.stat();
+    assert_eq!(
+        st["pnic"]["ring_frames"].as_u64(),
+        Some(1024),
+        "{}",
+        st["pnic"]
+    );
+    assert!(
+        st["pnic"]["rx_frames"].as_u64().unwrap() > 100,
+        "{}",
+        st["pnic"]
+    );
 }
 
 #[test]
@@ -174,6 +193,18 @@ fn clear_errors_for_bad_input() {
         assert!(String::from_utf8_lossy(&o.stderr).contains("--guests"));
         let o = pvnet(&["bench", "--configs", "linux,warp"]);
         assert!(String::from_utf8_lossy(&o.stderr).contains("unknown configuration"));
+        for args in [
+            &["up", "--ring-frames", "100"][..],
+            &["bench", "--quick", "--ring-frames", "70000"][..],
+        ] {
+            let o = pvnet(args);
+            assert!(!o.status.success(), "{args:?}");
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains("--ring-frames must be between 256 and 65536"),
+                "{args:?}: {err}"
+            );
+        }
     } else {
         assert!(String::from_utf8_lossy(&o.stderr).contains("needs root"));
     }

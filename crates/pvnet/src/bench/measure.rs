@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::child::{self, Guard};
 use super::progress::Progress;
 use super::{configs, interrupt};
-use crate::daemon::Mode;
+use crate::daemon::{DaemonConfig, Mode};
 use crate::rundir::RunInfo;
 
 /// The receiving CPU: daemon, guests, receiver, and (by RPS) the veth's receive softirq.
@@ -43,6 +43,8 @@ pub struct Params {
     pub msg_size: usize,
     pub tool: Tool,
     pub tsc_hz: u64,
+    /// Slots of the physical port's packet ring (PV configurations).
+    pub ring_frames: u32,
 }
 
 /// One repetition's raw figures.
@@ -124,7 +126,10 @@ pub fn run_one(
     progress: &Progress,
 ) -> Result<Sample> {
     let t0 = Instant::now();
-    let cfg = configs::daemon_config(config)?;
+    let cfg = DaemonConfig {
+        ring_frames: p.ring_frames,
+        ..configs::daemon_config(config)?
+    };
     let info =
         crate::start_daemon(&cfg, false).map_err(|e| super::explain_start_error(e, config))?;
     let res = interrupt::check()

@@ -91,6 +91,10 @@ pub struct BenchArgs {
     /// A/A run that shows the method's own spread and bias.
     #[arg(long, default_value = DEFAULT_PAIRED)]
     pub paired: String,
+    /// Slots of the physical port's packet ring in the PV configurations (256 to 65536), as
+    /// `pvnet up --ring-frames`.
+    #[arg(long, default_value_t = pvnet_pnic::DEFAULT_FRAME_NR)]
+    pub ring_frames: u32,
     /// Microseconds for --sweep timeout, comma-separated (1 to 1000).
     #[arg(long, default_value = DEFAULT_SWEEP_VALUES)]
     pub sweep_values: String,
@@ -236,6 +240,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         }
     }
     let pair = configs::parse_pair(&args.paired)?;
+    let ring_frames = crate::daemon::check_ring_frames(args.ring_frames)?;
     preflight(&configs, args.tool)?;
     interrupt::install()?;
 
@@ -269,6 +274,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
             msg_size: args.msg_size,
             tool: args.tool,
             tsc_hz,
+            ring_frames,
         },
         paired_rounds: if configs.contains(&pair.0) && configs.contains(&pair.1) {
             args.paired_rounds
@@ -332,6 +338,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
             &pair.1,
             params.paired_rounds,
             params.paired_seconds,
+            params.measure.ring_frames,
             &progress,
         );
         progress.step_done();
@@ -452,6 +459,7 @@ pub fn results_json(run: &Run) -> Value {
             "stream_seconds": p.measure.stream_seconds,
             "rr_seconds": p.measure.rr_seconds,
             "msg_size": p.measure.msg_size,
+            "ring_frames": p.measure.ring_frames,
             "tool": p.measure.tool,
             "rr_tool": "builtin",
             "rx_cpu": measure::RX_CPU,

@@ -166,12 +166,16 @@ pub fn run(
     other: &str,
     rounds: usize,
     seconds: f64,
+    ring_frames: u32,
     progress: &Progress,
 ) -> Result<Paired> {
     let t0 = Instant::now();
     let set_base = set_request(base)?;
     let set_other = set_request(other)?;
-    let cfg = configs::daemon_config(base)?;
+    let cfg = daemon::DaemonConfig {
+        ring_frames,
+        ..configs::daemon_config(base)?
+    };
     let info = crate::start_daemon(&cfg, false).map_err(|e| super::explain_start_error(e, base))?;
     let res = interrupt::check()
         .map_err(anyhow::Error::from)
