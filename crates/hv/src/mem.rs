@@ -69,12 +69,14 @@ fn invalid(msg: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.to_string())
 }
 
-/// Maps `len` bytes of `fd` at `offset`, shared.
+/// Maps `len` bytes of `fd` at `offset`, shared; with `populate`, every page is allocated and
+/// mapped now rather than at its first touch.
 fn map_shared(
     fd: BorrowedFd<'_>,
     len: usize,
     offset: u64,
     writable: bool,
+    populate: bool,
 ) -> io::Result<NonNull<u8>> {
     let len = NonZeroUsize::new(len).ok_or_else(|| invalid("empty mapping"))?;
     let offset = libc::off_t::try_from(offset).map_err(|_| invalid("offset too large"))?;
@@ -83,9 +85,14 @@ fn map_shared(
     } else {
         ProtFlags::PROT_READ
     };
+    let flags = if populate {
+        MapFlags::MAP_SHARED | MapFlags::MAP_POPULATE
+    } else {
+        MapFlags::MAP_SHARED
+    };
     // SAFETY: a fresh mapping chosen by the kernel (no fixed address), so no existing memory is
     // replaced; the result is only used through raw pointers.
-    let p = unsafe { mmap(None, len, prot, MapFlags::MAP_SHARED, fd, offset) }.map_err(io_err)?;
+    let p = unsafe { mmap(None, len, prot, flags, fd, offset) }.map_err(io_err)?;
     Ok(p.cast())
 }
 
@@ -133,7 +140,10 @@ impl GuestMemory {
     fn map(fd: OwnedFd, pages: u32) -> io::Result<GuestMemory> {
         let len = usize::try_from(u64::from(pages) * PAGE_SIZE as u64)
             .map_err(|_| invalid("memory too large"))?;
-        let base = map_shared(fd.as_fd(), len, 0, true)?;
+        // Populated, as Xen allocates a domain's memory when it builds the domain: otherwise
+        // the first stream pays a page fault for every buffer page, in the daemon's grant
+        // copies and again in the guest, while the wire keeps filling the packet ring.
+        let base = map_shared(fd.as_fd(), len, 0, true, true)?;
         Ok(GuestMemory { fd, base, pages })
     }
 
@@ -257,7 +267,7 @@ impl PageMapping {
         if offset + PAGE_SIZE as u64 > size {
             return Err(invalid("page beyond end of file"));
         }
-        let ptr = map_shared(fd, PAGE_SIZE, offset, writable)?;
+        let ptr = map_shared(fd, PAGE_SIZE, offset, writable, false)?;
         Ok(PageMapping { ptr, writable })
     }
 
@@ -336,6 +346,24 @@ mod tests {
         assert!(m.write(Pfn(0), usize::MAX, b"x").is_err());
         // An empty access at the very end is fine.
         m.write(Pfn(0), 4096, b"").unwrap();
+    }
+
+    #[test]
+    fn memory_is_allocated_when_the_domain_is_built() {
+        let pages = 64;
+        let m = GuestMemory::create("populated", pages).unwrap();
+        let mut resident = vec![0u8; pages as usize];
+        // SAFETY: `m.base` starts a mapping of `pages` pages that lives as long as `m`;
+        // `resident` has one byte per page, as mincore writes.
+        let r = unsafe {
+            libc::mincore(
+                m.base.as_ptr().cast(),
+                pages as usize * PAGE_SIZE,
+                resident.as_mut_ptr(),
+            )
+        };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+        assert!(resident.iter().all(|b| b & 1 == 1), "{resident:?}");
     }
 
     #[test]
