@@ -23,8 +23,11 @@ pub use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
 
 use ring::{Geometry, Ring, Slot};
 
-/// Default ring slot size: MTU 1500 + Ethernet/VLAN headers + vnet header + tpacket2_hdr.
-pub const DEFAULT_FRAME_SIZE: u32 = 2048;
+/// Default ring slot size: an MTU 1500 frame with a VLAN tag (1518 bytes) after the kernel's
+/// 76 bytes of `tpacket2_hdr`, `sockaddr_ll` and vnet header, with room to spare; 32 slots fill
+/// 13 pages exactly. 4096 such slots are 6.5 MiB where 2 KiB slots were 8 MiB, and the smaller
+/// ring runs faster (README, "The physical port's packet ring").
+pub const DEFAULT_FRAME_SIZE: u32 = 1664;
 /// Default number of ring slots.
 pub const DEFAULT_FRAME_NR: u32 = 4096;
 /// Most pieces one frame may be given as (the kernel's `UIO_MAXIOV`, minus the vnet header).
@@ -664,7 +667,7 @@ mod tests {
         }) {
             Ok(p) => {
                 assert!(root);
-                assert_eq!(p.frame_nr(), 16);
+                assert_eq!(p.frame_nr(), 32, "rounded up to one whole block");
                 assert!(p.ifindex() > 0);
             }
             Err(e) => {

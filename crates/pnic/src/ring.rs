@@ -37,8 +37,11 @@ pub(crate) struct Geometry {
 }
 
 impl Geometry {
-    /// Computes a geometry for the requested frame size and count: each block is the frame size
-    /// rounded up to whole pages, and the frame count is rounded up to whole blocks (the kernel
+    /// Computes a geometry for the requested frame size and count. Frames never straddle
+    /// blocks, and a block is whole pages: of the frame size rounded up to pages and the 15
+    /// sizes a page larger each, the block is the one that leaves the smallest share of itself
+    /// unused (the smallest of equals). 1664-byte frames go 32 to 13 pages, where a page would
+    /// hold 2 and leave 19 % unused. The frame count is rounded up to whole blocks (the kernel
     /// requires `frame_nr == block_nr * frames_per_block`).
     pub fn new(frame_size: u32, frame_nr: u32, page_size: u32) -> Result<Geometry, String> {
         if frame_size < MIN_FRAME_SIZE {
@@ -56,9 +59,19 @@ impl Geometry {
         if page_size == 0 || !page_size.is_power_of_two() {
             return Err(format!("bad page size {page_size}"));
         }
-        let block_size = frame_size
+        let first = frame_size
             .checked_next_multiple_of(page_size)
             .ok_or_else(|| format!("frame_size {frame_size} too large"))?;
+        let unused = |b: u64| b % u64::from(frame_size);
+        let mut block_size = u64::from(first);
+        for k in 1..=15u64 {
+            let b = u64::from(first) + k * u64::from(page_size);
+            if unused(b) * block_size < unused(block_size) * b {
+                block_size = b;
+            }
+        }
+        let block_size =
+            u32::try_from(block_size).map_err(|_| format!("frame_size {frame_size} too large"))?;
         let per_block = block_size / frame_size;
         let block_nr = frame_nr.div_ceil(per_block);
         let frame_nr = block_nr
@@ -291,17 +304,52 @@ mod tests {
     }
 
     #[test]
+    fn geometry_packs_slots_that_do_not_divide_the_page() {
+        // The default slot: 32 in 13 pages, none of it unused; two a page would leave 19 %
+        // of every page unused.
+        let g = Geometry::new(1664, 4096, 4096).unwrap();
+        assert_eq!((g.block_size, g.frames_per_block()), (13 * 4096, 32));
+        assert_eq!((g.block_nr, g.frame_nr), (128, 4096));
+        assert_eq!(g.frame_offset(31), 31 * 1664);
+        assert_eq!(g.frame_offset(32), 13 * 4096);
+        assert_eq!(g.map_len(), 128 * 13 * 4096);
+    }
+
+    #[test]
     fn geometry_rounding() {
-        // 3008-byte frames: one per 4 KiB block.
+        // 3008-byte frames: 19 in 14 pages (192 bytes unused) rather than one a page, so 5
+        // frames asked for are one block of 19.
         let g = Geometry::new(3008, 5, 4096).unwrap();
-        assert_eq!((g.block_size, g.block_nr, g.frame_nr), (4096, 5, 5));
-        assert_eq!(g.frame_offset(3), 3 * 4096);
-        // 9 frames of 2 KiB → 5 blocks, 10 frames.
+        assert_eq!((g.block_size, g.block_nr, g.frame_nr), (14 * 4096, 1, 19));
+        assert_eq!(g.frame_offset(18), 18 * 3008);
+        // 9 frames of 2 KiB → 5 one-page blocks, 10 frames.
         let g = Geometry::new(2048, 9, 4096).unwrap();
-        assert_eq!((g.block_nr, g.frame_nr), (5, 10));
-        // Jumbo: 9216 → 12 KiB block.
+        assert_eq!((g.block_size, g.block_nr, g.frame_nr), (4096, 5, 10));
+        // Jumbo: 9216 → 4 frames in 9 pages, none of it unused.
         let g = Geometry::new(9216, 4, 4096).unwrap();
-        assert_eq!((g.block_size, g.frame_nr), (12288, 4));
+        assert_eq!((g.block_size, g.frame_nr), (36864, 4));
+    }
+
+    #[test]
+    fn geometry_never_splits_a_frame_and_never_wastes_more_than_page_rounding() {
+        for fs in (MIN_FRAME_SIZE..=16384).step_by(16) {
+            let g = Geometry::new(fs, 100, 4096).unwrap();
+            let rounded = fs.next_multiple_of(4096);
+            assert_eq!(g.block_size % 4096, 0, "{fs}");
+            assert!(g.frames_per_block() >= 1, "{fs}");
+            assert!(g.frames_per_block() * fs <= g.block_size, "{fs}");
+            assert!(g.block_size <= rounded + 15 * 4096, "{fs}");
+            assert!(
+                g.block_size.is_multiple_of(4096) && g.block_size >= rounded,
+                "{fs}"
+            );
+            let unused = |b: u32| f64::from(b % fs) / f64::from(b);
+            assert!(unused(g.block_size) <= unused(rounded), "{fs}: {g:?}");
+            assert!(
+                g.frame_nr >= 100 && g.frame_nr.is_multiple_of(g.frames_per_block()),
+                "{fs}"
+            );
+        }
     }
 
     #[test]

@@ -72,8 +72,12 @@ fn open_errors() {
         assert!(matches!(e, PnicError::InvalidConfig(_)), "{e}");
     });
     let p = open_a(&bed, 9);
-    assert_eq!(p.frame_nr(), 10, "rounded up to whole 4 KiB blocks");
-    assert_eq!(p.frame_size(), 2048);
+    assert_eq!(
+        p.frame_nr(),
+        32,
+        "rounded up to a whole block: 32 slots in 13 pages"
+    );
+    assert_eq!(p.frame_size(), pvnet_pnic::DEFAULT_FRAME_SIZE);
 }
 
 /// (a) Crafted frames from the peer arrive byte-exact, in order, and the budget is respected.
@@ -127,7 +131,8 @@ fn raw_frames_in_order_with_budget() {
     assert_eq!(st.tp_packets, 100);
 }
 
-/// Frames longer than a slot arrive truncated and are flagged; the vnet header is intact.
+/// Frames longer than a slot arrive truncated and are flagged; the vnet header is intact. The
+/// longest frame of a 1500-byte MTU with a VLAN tag (1518 bytes) still fits a default slot.
 #[test]
 fn oversized_frame_is_truncated() {
     if !is_root() {
@@ -138,22 +143,27 @@ fn oversized_frame_is_truncated() {
     run_in(&bed.a.0, &["link", "set", IF_A, "mtu", "4000"]);
     let mut p = open_a(&bed, 64);
     let s = peer(&bed, false);
+    let full = test_frame(MAC_A, MAC_B, 6, 1518);
     let big = test_frame(MAC_A, MAC_B, 7, 3000);
+    s.send(&full).unwrap();
     s.send(&big).unwrap();
-    let mut seen = 0;
+    let mut seen = Vec::new();
     let end = Instant::now() + Duration::from_secs(2);
-    while seen == 0 && Instant::now() < end {
+    while seen.len() < 2 && Instant::now() < end {
         wait_rx(&p, 20);
         p.poll(8, |f| {
-            assert!(f.truncated);
-            assert_eq!(f.wire_len, 3000);
-            assert!(f.data.len() < 2048);
-            assert_eq!(f.data, &big[..f.data.len()]);
             assert_eq!(f.vnet, VirtioNetHdr::default());
-            seen += 1;
+            seen.push((f.wire_len, f.truncated, f.data.to_vec()));
         });
     }
-    assert_eq!(seen, 1);
+    assert_eq!(seen.len(), 2);
+    assert_eq!((seen[0].0, seen[0].1), (1518, false));
+    assert_eq!(seen[0].2, full);
+    let (wire_len, truncated, data) = &seen[1];
+    assert!(*truncated);
+    assert_eq!(*wire_len, 3000);
+    assert!(data.len() < pvnet_pnic::DEFAULT_FRAME_SIZE as usize);
+    assert_eq!(data[..], big[..data.len()]);
     assert_eq!(p.stats().rx_truncated, 1);
 }
 
@@ -404,7 +414,15 @@ fn small_ring_overflows_and_recovers() {
         return;
     }
     let bed = Bed::new();
-    let mut p = open_a(&bed, 8);
+    // 2 KiB slots: one block is one page of 2, so the ring is exactly 8 slots.
+    let mut p = in_ns(&bed.a.0, || {
+        Pnic::open(&PnicConfig {
+            frame_nr: 8,
+            frame_size: 2048,
+            ..PnicConfig::new(IF_A)
+        })
+        .expect("open pnic")
+    });
     assert_eq!(p.frame_nr(), 8);
     let s = peer(&bed, false);
     for i in 0..500u32 {

@@ -115,7 +115,7 @@ fn default_ring_frames() -> u32 {
 }
 
 /// Fewest and most slots `--ring-frames` accepts: below a few polls' worth the kernel drops
-/// whenever the daemon is descheduled; above 64 Ki slots (128 MiB) it is only memory.
+/// whenever the daemon is descheduled; above 64 Ki slots (104 MiB) it is only memory.
 pub const RING_FRAMES_MIN: u32 = 256;
 pub const RING_FRAMES_MAX: u32 = 65536;
 
@@ -1418,7 +1418,7 @@ impl Daemon {
         let pnic = self.pnic.as_mut().map(|p| {
             let s = p.stats();
             json!({
-                "ring_frames": p.frame_nr(),
+                "ring_frames": p.frame_nr(), "ring_frame_size": p.frame_size(),
                 "rx_frames": s.rx_frames, "rx_bytes": s.rx_bytes, "rx_truncated": s.rx_truncated,
                 "rx_bad": s.rx_bad, "rx_csum_not_ready": s.rx_csum_not_ready,
                 "tx_frames": s.tx_frames, "tx_bytes": s.tx_bytes, "tx_would_block": s.tx_would_block,

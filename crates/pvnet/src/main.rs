@@ -47,7 +47,7 @@ enum Cmd {
         /// Frames per physical-port poll (NAPI budget).
         #[arg(long, default_value_t = 64)]
         budget: usize,
-        /// Slots of the physical port's packet ring (256 to 65536; 2 KiB each). Fewer slots
+        /// Slots of the physical port's packet ring (256 to 65536; 1664 bytes each). Fewer slots
         /// stay warmer in the cache, but the kernel drops what arrives while they are full.
         #[arg(long, default_value_t = pvnet_pnic::DEFAULT_FRAME_NR)]
         ring_frames: u32,

@@ -38,6 +38,8 @@ fn gib_through(args: &[&str]) -> serde_json::Value {
     assert!(u(&vif["netback"]["rx_gso_packets"]) > 1000, "{vif}");
     assert!(u(&vif["netfront"]["rx_gso_packets"]) > 1000, "{vif}");
     assert_eq!(u(&st["pnic"]["kernel_drops"]), 0, "{st}");
+    // Every wire frame fit its slot.
+    assert_eq!(u(&st["pnic"]["rx_truncated"]), 0, "{st}");
     st
 }
 
