@@ -30,6 +30,19 @@ use ring::{Geometry, Ring, Slot};
 pub const DEFAULT_FRAME_SIZE: u32 = 1664;
 /// Default number of ring slots.
 pub const DEFAULT_FRAME_NR: u32 = 4096;
+
+/// Bytes a slot needs besides the frame: the kernel puts the MAC header at most 76 bytes in
+/// (`tpacket2_hdr`, `sockaddr_ll`, alignment, vnet header), and a VLAN tag adds 4 to the
+/// 14-byte Ethernet header.
+const SLOT_OVERHEAD: u32 = 76 + 18;
+
+/// The slot size for a port of `mtu`: the default up to an MTU of 1570, else the smallest
+/// that holds a full frame with a VLAN tag (a real NIC with jumbo frames).
+pub fn frame_size_for_mtu(mtu: u32) -> u32 {
+    // No link has an MTU near 1 MiB; the clamp keeps the arithmetic in range.
+    let need = (mtu.min(1 << 20) + SLOT_OVERHEAD).next_multiple_of(libc::TPACKET_ALIGNMENT as u32);
+    need.max(DEFAULT_FRAME_SIZE)
+}
 /// Most pieces one frame may be given as (the kernel's `UIO_MAXIOV`, minus the vnet header).
 pub const MAX_PIECES: usize = 1023;
 
@@ -675,6 +688,16 @@ mod tests {
                 assert!(matches!(e, PnicError::PermissionDenied), "{e}");
             }
         }
+    }
+
+    #[test]
+    fn slots_follow_the_mtu() {
+        assert_eq!(frame_size_for_mtu(1500), DEFAULT_FRAME_SIZE);
+        assert_eq!(frame_size_for_mtu(1570), DEFAULT_FRAME_SIZE);
+        assert_eq!(frame_size_for_mtu(1571), 1680);
+        assert_eq!(frame_size_for_mtu(9000), 9104);
+        assert_eq!(frame_size_for_mtu(68), DEFAULT_FRAME_SIZE);
+        assert!(frame_size_for_mtu(u32::MAX) >= DEFAULT_FRAME_SIZE);
     }
 
     #[test]

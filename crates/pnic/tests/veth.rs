@@ -545,3 +545,28 @@ fn measure_poll_rate() {
         st.tp_drops
     );
 }
+
+/// Slots sized for a larger MTU carry its largest frame whole.
+#[test]
+fn slots_sized_for_the_mtu_hold_its_largest_frame() {
+    if !is_root() {
+        return;
+    }
+    let bed = Bed::new();
+    run_in(&bed.b.0, &["link", "set", IF_B, "mtu", "4000"]);
+    run_in(&bed.a.0, &["link", "set", IF_A, "mtu", "4000"]);
+    let mut p = in_ns(&bed.a.0, || {
+        Pnic::open(&PnicConfig {
+            frame_nr: 64,
+            frame_size: pvnet_pnic::frame_size_for_mtu(4000),
+            ..PnicConfig::new(IF_A)
+        })
+        .expect("open pnic")
+    });
+    let s = peer(&bed, false);
+    let full = test_frame(MAC_A, MAC_B, 9, 4014);
+    s.send(&full).unwrap();
+    let got = collect(&mut p, 1, 2000, |d| test_seq(d) == Some(9));
+    assert_eq!(got, vec![full]);
+    assert_eq!(p.stats().rx_truncated, 0);
+}

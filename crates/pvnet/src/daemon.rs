@@ -422,8 +422,12 @@ impl Daemon {
     fn start_pv(&mut self) -> Result<()> {
         // The daemon's thread lives in the driver domain's namespace from here on.
         self.testbed.dd.enter()?;
+        // Slots sized for the port's MTU: a longer frame would arrive truncated and be lost.
+        let mtu = link::get_mtu(&self.testbed.dd_if)
+            .with_context(|| format!("reading the MTU of {}", self.testbed.dd_if))?;
         let pcfg = PnicConfig {
             frame_nr: check_ring_frames(self.cfg.ring_frames)?,
+            frame_size: pvnet_pnic::frame_size_for_mtu(mtu),
             ..PnicConfig::new(self.testbed.dd_if.clone())
         };
         let pnic = Pnic::open(&pcfg)

@@ -30,6 +30,13 @@ fn one_gib_stream_into_a_guest_arrives_intact() {
         "{}",
         st["pnic"]
     );
+    // MTU 1500: the default slot.
+    assert_eq!(
+        st["pnic"]["ring_frame_size"].as_u64(),
+        Some(u64::from(pvnet_pnic::DEFAULT_FRAME_SIZE)),
+        "{}",
+        st["pnic"]
+    );
     let vif = &st["vifs"][0];
     assert_eq!(vif["state"], "connected");
     // At least a GiB of payload crossed netback into the guest, by grant copy.
