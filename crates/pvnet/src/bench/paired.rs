@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::measure;
 use super::progress::Progress;
-use super::summary::{geomean_ci95, Stat};
+use super::summary::{geomean_ci95_batched, Stat};
 use super::{child, configs, interrupt};
 use crate::daemon::{self, AdminRequest};
 use pvnet_perf::RrSlice;
@@ -106,7 +106,7 @@ impl Paired {
             .collect();
         let r = Stat::of(&ratios).unwrap_or_default();
         let (ratio_median, ratio_min, ratio_max) = (r.median, r.min, r.max);
-        let gm = geomean_ci95(&ratios);
+        let gm = geomean_ci95_batched(&ratios);
         let ratio_ci95 = gm.map(|(_, lo, hi)| [lo, hi]);
         Paired {
             base: base.to_string(),

@@ -412,7 +412,7 @@ pub fn markdown(run: &Run) -> String {
         s.push_str(&paired_table(pr).markdown());
         let _ = writeln!(
             s,
-            "\nTCP_RR differs by several percent between fresh testbeds of one configuration, more than between configurations. Here one testbed and one connection ran both: each round ran a slice under {} and one under {} (the order alternating between rounds), the data path switched live between slices as `pvnet set` does, with no transaction in flight; \"vs {} %\" is the median, and the geometric mean with its 95 % confidence interval (Student's t on the logarithms), of the rounds' ratios. {}\n",
+            "\nTCP_RR differs by several percent between fresh testbeds of one configuration, more than between configurations. Here one testbed and one connection ran both: each round ran a slice under {} and one under {} (the order alternating between rounds), the data path switched live between slices as `pvnet set` does, with no transaction in flight; \"vs {} %\" is the median, and the geometric mean with its 95 % confidence interval, of the rounds' ratios; the interval is Student's t on the logarithms, taken over the means of 16 batches of consecutive rounds when there are 32 rounds or more, because the rate drifts and neighbouring rounds are alike. {}\n",
             pr.base, pr.other, pr.base, paired_verdict_note(pr)
         );
     }
