@@ -11,13 +11,25 @@ use pvnet_pnic::{Pnic, PnicConfig, PnicError, VirtioNetHdr};
 use pvnet_wire::vnet::{F_NEEDS_CSUM, GSO_NONE, GSO_TCPV4};
 
 fn open_a(bed: &Bed, frame_nr: u32) -> Pnic {
+    open_a_slots(bed, frame_nr, pvnet_pnic::DEFAULT_FRAME_SIZE)
+}
+
+fn open_a_slots(bed: &Bed, frame_nr: u32, frame_size: u32) -> Pnic {
     in_ns(&bed.a.0, || {
         Pnic::open(&PnicConfig {
             frame_nr,
+            frame_size,
             ..PnicConfig::new(IF_A)
         })
         .expect("open pnic")
     })
+}
+
+/// Sets the MTU of both ends of the veth.
+fn set_mtu(bed: &Bed, mtu: u32) {
+    let mtu = mtu.to_string();
+    run_in(&bed.b.0, &["link", "set", IF_B, "mtu", &mtu]);
+    run_in(&bed.a.0, &["link", "set", IF_A, "mtu", &mtu]);
 }
 
 fn peer(bed: &Bed, vnet: bool) -> RawSock {
@@ -139,8 +151,7 @@ fn oversized_frame_is_truncated() {
         return;
     }
     let bed = Bed::new();
-    run_in(&bed.b.0, &["link", "set", IF_B, "mtu", "4000"]);
-    run_in(&bed.a.0, &["link", "set", IF_A, "mtu", "4000"]);
+    set_mtu(&bed, 4000);
     let mut p = open_a(&bed, 64);
     let s = peer(&bed, false);
     let full = test_frame(MAC_A, MAC_B, 6, 1518);
@@ -415,14 +426,7 @@ fn small_ring_overflows_and_recovers() {
     }
     let bed = Bed::new();
     // 2 KiB slots: one block is one page of 2, so the ring is exactly 8 slots.
-    let mut p = in_ns(&bed.a.0, || {
-        Pnic::open(&PnicConfig {
-            frame_nr: 8,
-            frame_size: 2048,
-            ..PnicConfig::new(IF_A)
-        })
-        .expect("open pnic")
-    });
+    let mut p = open_a_slots(&bed, 8, 2048);
     assert_eq!(p.frame_nr(), 8);
     let s = peer(&bed, false);
     for i in 0..500u32 {
@@ -553,16 +557,8 @@ fn slots_sized_for_the_mtu_hold_its_largest_frame() {
         return;
     }
     let bed = Bed::new();
-    run_in(&bed.b.0, &["link", "set", IF_B, "mtu", "4000"]);
-    run_in(&bed.a.0, &["link", "set", IF_A, "mtu", "4000"]);
-    let mut p = in_ns(&bed.a.0, || {
-        Pnic::open(&PnicConfig {
-            frame_nr: 64,
-            frame_size: pvnet_pnic::frame_size_for_mtu(4000),
-            ..PnicConfig::new(IF_A)
-        })
-        .expect("open pnic")
-    });
+    set_mtu(&bed, 4000);
+    let mut p = open_a_slots(&bed, 64, pvnet_pnic::frame_size_for_mtu(4000));
     let s = peer(&bed, false);
     let full = test_frame(MAC_A, MAC_B, 9, 4014);
     s.send(&full).unwrap();

@@ -114,6 +114,9 @@ fn default_ring_frames() -> u32 {
     pvnet_pnic::DEFAULT_FRAME_NR
 }
 
+/// The MTU of the testbed's wire (the veth between the remote host and the driver domain).
+pub const WIRE_MTU: u32 = 1500;
+
 /// Fewest and most slots `--ring-frames` accepts: below a few polls' worth the kernel drops
 /// whenever the daemon is descheduled; above 64 Ki slots (104 MiB) it is only memory.
 pub const RING_FRAMES_MIN: u32 = 256;
@@ -348,7 +351,7 @@ impl Daemon {
         let testbed = Testbed::create(TestbedConfig {
             id,
             guests,
-            mtu: 1500,
+            mtu: WIRE_MTU,
             rps_cpu: if cfg.rps { cfg.cpu } else { None },
             gro: cfg.gro,
             remote_rps_cpu: if cfg.rps { cfg.sender_cpu } else { None },

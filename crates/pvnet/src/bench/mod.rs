@@ -460,7 +460,7 @@ pub fn results_json(run: &Run) -> Value {
             "rr_seconds": p.measure.rr_seconds,
             "msg_size": p.measure.msg_size,
             "ring_frames": p.measure.ring_frames,
-            "ring_frame_size": pvnet_pnic::DEFAULT_FRAME_SIZE,
+            "ring_frame_size": pvnet_pnic::frame_size_for_mtu(crate::daemon::WIRE_MTU),
             "tool": p.measure.tool,
             "rr_tool": "builtin",
             "rx_cpu": measure::RX_CPU,

@@ -396,7 +396,7 @@ pub fn markdown(run: &Run) -> String {
         super::measure::RX_CPU,
         super::measure::TX_CPU,
         p.measure.ring_frames,
-        pvnet_pnic::DEFAULT_FRAME_SIZE,
+        pvnet_pnic::frame_size_for_mtu(crate::daemon::WIRE_MTU),
     );
     let _ = writeln!(
         s,
