@@ -246,6 +246,18 @@ impl Netback {
         self.rxq.len()
     }
 
+    /// Moves the queued packets' buffers that are still leased from the port's ring to the
+    /// heap, handing the slots back: a packet that waits for the guest must not hold the
+    /// port's ring. Returns how many buffers it copied.
+    pub fn detach_queued(&mut self) -> usize {
+        self.rxq.iter_mut().map(Packet::detach).sum()
+    }
+
+    /// [`Netback::detach_queued`] for the newest queued packet only.
+    pub fn detach_newest(&mut self) -> usize {
+        self.rxq.back_mut().map_or(0, Packet::detach)
+    }
+
     fn fail(&mut self, f: Fatal) -> Fatal {
         if self.fatal.is_none() {
             self.fatal = Some(f);

@@ -8,6 +8,7 @@
 //!   payload (the first one's too) is a fragment of its receive buffer. Backends have always
 //!   taken fragments, so nothing linearizes it.
 
+pub use pvnet_pnic::Buf;
 use pvnet_wire::vnet::VirtioNetHdr;
 
 /// How the buffers after the head hang together.
@@ -23,13 +24,16 @@ pub enum Chain {
 /// One buffer after the head: `buf[start..]` belongs to the packet.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Frag {
-    pub buf: Vec<u8>,
+    pub buf: Buf,
     pub start: usize,
 }
 
 impl Frag {
-    pub fn whole(buf: Vec<u8>) -> Frag {
-        Frag { buf, start: 0 }
+    pub fn whole(buf: impl Into<Buf>) -> Frag {
+        Frag {
+            buf: buf.into(),
+            start: 0,
+        }
     }
 
     pub fn data(&self) -> &[u8] {
@@ -41,8 +45,9 @@ impl Frag {
 pub struct Packet {
     /// Offload state: checksum (NEEDS_CSUM / DATA_VALID) and GSO type and size.
     pub vnet: VirtioNetHdr,
-    /// The first buffer: holds at least the Ethernet header.
-    pub head: Vec<u8>,
+    /// The first buffer: holds at least the Ethernet header. Buffers straight from the
+    /// physical port may still sit in its ring slot ([`Buf`]).
+    pub head: Buf,
     /// Further buffers of a chained packet, in order (empty for a linear packet).
     pub frags: Vec<Frag>,
     /// The form of the chain (meaningless for a linear packet).
@@ -50,10 +55,10 @@ pub struct Packet {
 }
 
 impl Packet {
-    pub fn linear(vnet: VirtioNetHdr, data: Vec<u8>) -> Packet {
+    pub fn linear(vnet: VirtioNetHdr, data: impl Into<Buf>) -> Packet {
         Packet {
             vnet,
-            head: data,
+            head: data.into(),
             frags: Vec::new(),
             chain: Chain::FragList,
         }
@@ -98,8 +103,14 @@ impl Packet {
         for f in self.frags.drain(..) {
             out.extend_from_slice(f.data());
         }
-        self.head = out;
+        self.head = out.into();
         total
+    }
+
+    /// Moves every buffer still leased from the port's ring to the heap, handing the slots
+    /// back (for a packet that is about to wait). Returns how many buffers it copied.
+    pub fn detach(&mut self) -> usize {
+        detach_all(&mut self.head, &mut self.frags)
     }
 
     /// Destination MAC, when the head holds an Ethernet header.
@@ -113,6 +124,16 @@ impl Packet {
     }
 }
 
+/// Moves `head` and every buffer of `frags` that is still leased to the heap; returns how many
+/// it copied.
+pub(crate) fn detach_all(head: &mut Buf, frags: &mut [Frag]) -> usize {
+    usize::from(head.detach())
+        + frags
+            .iter_mut()
+            .map(|f| usize::from(f.buf.detach()))
+            .sum::<usize>()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,12 +142,12 @@ mod tests {
     fn linearize_keeps_bytes_and_order() {
         let mut p = Packet {
             vnet: VirtioNetHdr::default(),
-            head: vec![1, 2, 3],
+            head: vec![1, 2, 3].into(),
             frags: vec![
                 Frag::whole(vec![4, 5]),
                 Frag::whole(vec![]),
                 Frag {
-                    buf: vec![9, 9, 6],
+                    buf: vec![9, 9, 6].into(),
                     start: 2,
                 },
             ],
@@ -144,7 +165,7 @@ mod tests {
     #[test]
     fn a_start_past_the_end_is_empty_not_a_panic() {
         let f = Frag {
-            buf: vec![1, 2],
+            buf: vec![1, 2].into(),
             start: 7,
         };
         assert_eq!(f.data(), &[] as &[u8]);

@@ -251,7 +251,7 @@ proptest! {
         for p in &out {
             check_output(p)?;
             if !p.is_chained() {
-                if let Some(c) = exact.get_mut(&(p.head.clone(), p.vnet.to_bytes())) {
+                if let Some(c) = exact.get_mut(&(p.head.to_vec(), p.vnet.to_bytes())) {
                     *c -= 1;
                 }
             }

@@ -537,7 +537,7 @@ fn gso_packet_shape_and_checksums() {
                     assert_eq!(p.head[l4..l4 + 12], frames[0][l4..l4 + 12]);
                     assert_eq!(p.frags.len(), 5);
                     for (fr, orig) in p.frags.iter().zip(&frames) {
-                        assert_eq!((fr.start, &fr.buf), (hdr, orig));
+                        assert_eq!((fr.start, fr.buf.as_slice()), (hdr, orig.as_slice()));
                     }
                 }
             }

@@ -139,7 +139,7 @@ fn chained(vnet: VirtioNetHdr, data: &[u8], rng: &mut Rng) -> Packet {
     let head_len = (14 + rng.below(200)).min(data.len());
     let mut p = Packet {
         vnet,
-        head: data[..head_len].to_vec(),
+        head: data[..head_len].into(),
         frags: Vec::new(),
         chain: if rng.below(2) == 0 {
             Chain::FragList
@@ -155,7 +155,10 @@ fn chained(vnet: VirtioNetHdr, data: &[u8], rng: &mut Rng) -> Packet {
         let skip = rng.below(3) * 27;
         let mut buf = vec![0xee; skip];
         buf.extend_from_slice(&data[off..off + n]);
-        p.frags.push(Frag { buf, start: skip });
+        p.frags.push(Frag {
+            buf: buf.into(),
+            start: skip,
+        });
         off += n;
     }
     p

@@ -35,8 +35,8 @@ fn receive(port: &mut Pnic, want: usize) -> Vec<Vec<u8>> {
     let deadline = Instant::now() + Duration::from_secs(2);
     while got.len() < want && Instant::now() < deadline {
         let n = port.poll(256, |f| {
-            if !f.truncated && f.data.len() >= 14 && f.data[12..14] == [0x88, 0xb5] {
-                got.push(f.data.to_vec());
+            if !f.truncated && f.data().len() >= 14 && f.data()[12..14] == [0x88, 0xb5] {
+                got.push(f.data().to_vec());
             }
         });
         if n == 0 {

@@ -12,6 +12,7 @@
 //!
 //! Everything acts in the network namespace of the calling thread at [`Pnic::open`] time.
 
+mod buf;
 mod ring;
 
 use std::cell::Cell;
@@ -21,7 +22,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 pub use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
 
-use ring::{Geometry, Ring, Slot};
+pub use buf::{Buf, SlotBuf};
+use ring::{Geometry, Lease, Ring, Slot};
 
 /// Default ring slot size: an MTU 1500 frame with a VLAN tag (1518 bytes) after the kernel's
 /// 76 bytes of `tpacket2_hdr`, `sockaddr_ll` and vnet header, with room to spare; 32 slots fill
@@ -78,13 +80,15 @@ impl PnicConfig {
     }
 }
 
-/// One received frame, borrowed from the ring for the duration of the poll callback.
-#[derive(Clone, Copy, Debug)]
+/// One received frame, borrowed from the ring for the duration of the poll callback: read it
+/// with [`RxFrame::data`], or keep it with [`RxFrame::take`].
 pub struct RxFrame<'a> {
     /// Checksum/GSO state as the kernel reported it.
     pub vnet: VirtioNetHdr,
     /// The Ethernet frame (possibly truncated, see `truncated`).
-    pub data: &'a [u8],
+    data: Lease<'a>,
+    lease_cap: u32,
+    counts: &'a LeaseCounts,
     /// `TP_STATUS_CSUMNOTREADY`: the transport checksum is partial (only the pseudo-header
     /// seed); `vnet` then carries `NEEDS_CSUM` with `csum_start`/`csum_offset`.
     pub csum_not_ready: bool,
@@ -94,6 +98,45 @@ pub struct RxFrame<'a> {
     pub truncated: bool,
     /// The frame's original length (`tp_len`).
     pub wire_len: u32,
+}
+
+impl RxFrame<'_> {
+    /// The Ethernet frame (possibly truncated, see `truncated`).
+    pub fn data(&self) -> &[u8] {
+        self.data.bytes()
+    }
+
+    /// The frame's bytes to keep: the ring slot itself (a lease, handed back to the kernel
+    /// when the returned [`Buf`] and every copy of it are gone), or, when half the ring is
+    /// already leased, a copy on the heap. A lease saves one copy of every byte on the way to a
+    /// guest; the cap keeps the kernel room to receive while leases are out.
+    pub fn take(self) -> Buf {
+        if self.data.outstanding() < self.lease_cap {
+            self.counts.leased.set(self.counts.leased.get() + 1);
+            Buf::from(self.data.take())
+        } else {
+            self.counts.copied.set(self.counts.copied.get() + 1);
+            Buf::from(self.data.bytes())
+        }
+    }
+}
+
+impl std::fmt::Debug for RxFrame<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RxFrame")
+            .field("vnet", &self.vnet)
+            .field("len", &self.data().len())
+            .field("truncated", &self.truncated)
+            .field("wire_len", &self.wire_len)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How frames were taken ([`RxFrame::take`]).
+#[derive(Default)]
+struct LeaseCounts {
+    leased: Cell<u64>,
+    copied: Cell<u64>,
 }
 
 /// Counters. `tp_packets`/`tp_drops` accumulate the kernel's `PACKET_STATISTICS` (which reset
@@ -110,6 +153,12 @@ pub struct PnicStats {
     pub rx_bad: u64,
     /// Frames handed over with `TP_STATUS_CSUMNOTREADY`.
     pub rx_csum_not_ready: u64,
+    /// Frames kept in their ring slot by [`RxFrame::take`] (no copy).
+    pub rx_leased: u64,
+    /// Frames [`RxFrame::take`] copied because half the ring was leased.
+    pub rx_lease_copies: u64,
+    /// Slots leased out now.
+    pub rx_leases_outstanding: u32,
     /// Frames accepted by the kernel for transmission.
     pub tx_frames: u64,
     /// Bytes of those frames (without the vnet header).
@@ -167,6 +216,8 @@ pub struct Pnic {
     ifname: String,
     ifindex: u32,
     rx_stats: RxCounters,
+    lease_counts: LeaseCounts,
+    lease_cap: u32,
     tx_frames: Cell<u64>,
     tx_bytes: Cell<u64>,
     tx_would_block: Cell<u64>,
@@ -387,6 +438,8 @@ impl Pnic {
             ifname: cfg.ifname.clone(),
             ifindex,
             rx_stats: RxCounters::default(),
+            lease_counts: LeaseCounts::default(),
+            lease_cap: geo.frame_nr / 2,
             tx_frames: Cell::new(0),
             tx_bytes: Cell::new(0),
             tx_would_block: Cell::new(0),
@@ -432,14 +485,29 @@ impl Pnic {
         self.ring.head_ready()
     }
 
+    /// Slots leased out by [`RxFrame::take`] and not yet handed back.
+    pub fn leases(&self) -> u32 {
+        self.ring.leases()
+    }
+
+    /// Whether a lease must go before sleeping on [`Pnic::rx_fd`] once the ring is empty: with
+    /// the newest frame's slot leased the socket reports itself readable (the kernel looks at
+    /// the slot before the one it fills next), and with the next slot leased the kernel, come
+    /// round the ring, drops every frame until it is handed back. Hand leases back or
+    /// [`Buf::detach`] them first.
+    pub fn lease_in_the_way(&self) -> bool {
+        self.ring.leases() > 0 && self.ring.lease_in_the_way()
+    }
+
     /// One NAPI poll: hands at most `budget` frames to `f`, releasing each slot back to the
-    /// kernel right after `f` returns. Returns the number handed over (== `budget` means "more
+    /// kernel right after `f` returns, unless `f` took it ([`RxFrame::take`]). Returns the number handed over (== `budget` means "more
     /// may be waiting, poll again"). Slots with an invalid header are released, counted in
     /// `rx_bad`, and not counted against the budget (at most one ring's worth per call).
     pub fn poll(&mut self, budget: usize, mut f: impl FnMut(RxFrame<'_>)) -> usize {
         let mut handed = 0;
         let mut bad_left = self.ring.geometry().frame_nr as usize;
         let st = &mut self.rx_stats;
+        let (counts, lease_cap) = (&self.lease_counts, self.lease_cap);
         while handed < budget {
             let r = self.ring.consume(|slot| match slot {
                 Slot::Frame {
@@ -448,16 +516,19 @@ impl Pnic {
                     vnet,
                     data,
                 } => {
+                    let bytes = data.bytes().len();
                     let fr = RxFrame {
                         vnet,
                         data,
+                        lease_cap,
+                        counts,
                         csum_not_ready: status & libc::TP_STATUS_CSUMNOTREADY != 0,
                         csum_valid: status & libc::TP_STATUS_CSUM_VALID != 0,
-                        truncated: (data.len() as u64) < u64::from(len),
+                        truncated: (bytes as u64) < u64::from(len),
                         wire_len: len,
                     };
                     st.frames += 1;
-                    st.bytes += data.len() as u64;
+                    st.bytes += bytes as u64;
                     st.truncated += u64::from(fr.truncated);
                     st.csum_not_ready += u64::from(fr.csum_not_ready);
                     f(fr);
@@ -623,6 +694,9 @@ impl Pnic {
             rx_truncated: s.truncated,
             rx_bad: s.bad,
             rx_csum_not_ready: s.csum_not_ready,
+            rx_leased: self.lease_counts.leased.get(),
+            rx_lease_copies: self.lease_counts.copied.get(),
+            rx_leases_outstanding: self.ring.leases(),
             tx_frames: self.tx_frames.get(),
             tx_bytes: self.tx_bytes.get(),
             tx_would_block: self.tx_would_block.get(),

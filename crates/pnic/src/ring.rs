@@ -7,12 +7,18 @@
 //! - the only reference into a slot is the `&[u8]` over the vnet header + frame bytes, and only
 //!   while the slot is owned by user space (status has `TP_STATUS_USER`); it never covers the
 //!   status word;
-//! - every field read from the `tpacket2_hdr` is validated before it is used.
+//! - every field read from the `tpacket2_hdr` is validated before it is used;
+//! - a slot taken as a lease ([`crate::buf::SlotBuf`]) is marked leased before the consumer
+//!   moves on, and its bytes are reachable only through that one lease until it is dropped.
 
+use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use crate::buf::{Mapping, SlotBuf};
 
 use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
 
@@ -149,35 +155,80 @@ pub(crate) enum Slot<'a> {
         status: u32,
         len: u32,
         vnet: VirtioNetHdr,
-        data: &'a [u8],
+        data: Lease<'a>,
     },
     /// The header failed validation; the slot is released and counted as bad.
     Bad,
 }
 
-/// The mapped ring and the index of the next slot to look at.
-pub(crate) struct Ring {
-    base: NonNull<u8>,
-    geo: Geometry,
-    head: u32,
+/// The frame bytes of the slot being consumed, readable for the duration of the consumer's
+/// call, and takeable as a lease that outlives it.
+pub(crate) struct Lease<'a> {
+    map: &'a Arc<Mapping>,
+    status: NonNull<AtomicU32>,
+    data: NonNull<u8>,
+    len: usize,
+    leases: &'a Arc<AtomicU32>,
+    taken: &'a Cell<bool>,
 }
 
-// SAFETY: the mapping is owned by the Ring (unmapped on drop) and is only accessed through
-// &mut self / &self methods; moving the owner to another thread is fine.
-unsafe impl Send for Ring {}
+impl Lease<'_> {
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `consume` made this Lease over validated bounds inside the slot, which is
+        // user-owned until the Release guard drops after the consumer returned; the borrow is
+        // tied to `self`, so it ends before `take` can create the only other reference.
+        unsafe { std::slice::from_raw_parts(self.data.as_ptr(), self.len) }
+    }
 
-/// Hands the slot back to the kernel and advances the head, also when the consumer panics.
+    /// Leases are out for this many slots.
+    pub fn outstanding(&self) -> u32 {
+        self.leases.load(Ordering::Relaxed)
+    }
+
+    /// Keeps the slot out of the kernel's hands after the consumer returns: its bytes stay
+    /// where they are until the returned SlotBuf is dropped.
+    pub fn take(self) -> SlotBuf {
+        self.taken.set(true);
+        // SAFETY: the slot lies in `map` and is user-owned; `self` (the only way to reach its
+        // bytes) is consumed here, and the Release guard sees `taken` and leaves the status
+        // word to the lease. `status` is the slot's aligned status word, before the data.
+        unsafe {
+            SlotBuf::lease(
+                self.map.clone(),
+                self.status,
+                self.data,
+                self.len,
+                self.leases.clone(),
+            )
+        }
+    }
+}
+
+/// The mapped ring and the index of the next slot to look at.
+pub(crate) struct Ring {
+    map: Arc<Mapping>,
+    geo: Geometry,
+    head: u32,
+    /// Slots leased out and not yet handed back.
+    leases: Arc<AtomicU32>,
+}
+
+/// Hands the slot back to the kernel (unless it was leased) and advances the head, also when
+/// the consumer panics.
 struct Release<'r> {
-    status: *const AtomicU32,
+    status: NonNull<AtomicU32>,
     head: &'r mut u32,
     frame_nr: u32,
+    taken: &'r Cell<bool>,
 }
 
 impl Drop for Release<'_> {
     fn drop(&mut self) {
-        // SAFETY: `status` points to the 4-byte aligned status word of a slot inside the live
-        // mapping (Ring outlives this guard); no reference covers it.
-        unsafe { &*self.status }.store(libc::TP_STATUS_KERNEL, Ordering::Release);
+        if !self.taken.get() {
+            // SAFETY: `status` points to the 4-byte aligned status word of a slot inside the
+            // live mapping (Ring outlives this guard); no reference covers it.
+            unsafe { self.status.as_ref() }.store(libc::TP_STATUS_KERNEL, Ordering::Release);
+        }
         *self.head = (*self.head + 1) % self.frame_nr;
     }
 }
@@ -202,7 +253,36 @@ impl Ring {
         }
         let base =
             NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave NULL"))?;
-        Ok(Ring { base, geo, head: 0 })
+        // SAFETY: a mapping just created by mmap, owned by nothing else.
+        let map = Arc::new(unsafe { Mapping::new(base, geo.map_len()) });
+        Ok(Ring {
+            map,
+            geo,
+            head: 0,
+            leases: Arc::new(AtomicU32::new(0)),
+        })
+    }
+
+    /// Slots leased out and not yet handed back.
+    pub fn leases(&self) -> u32 {
+        self.leases.load(Ordering::Relaxed)
+    }
+
+    /// Whether slot `i` is leased out.
+    fn is_leased(&self, i: u32) -> bool {
+        let off = self.geo.frame_offset(i % self.geo.frame_nr);
+        // SAFETY: off < map_len, so the pointer stays inside the mapping; the slot start is
+        // 16-byte aligned and its status word is only accessed atomically.
+        let status = unsafe { &*self.map.base().add(off).cast::<AtomicU32>() };
+        status.load(Ordering::Relaxed) == crate::buf::LEASED
+    }
+
+    /// Whether a lease stands in the kernel's way: on the newest frame taken (the kernel reports
+    /// the socket readable while the slot before its next one is not its own), or on the slot
+    /// the kernel fills next (it has come round the ring to a lease and stops there).
+    pub fn lease_in_the_way(&self) -> bool {
+        let n = self.geo.frame_nr;
+        self.is_leased(self.head + n - 1) || self.is_leased(self.head)
     }
 
     pub fn geometry(&self) -> Geometry {
@@ -215,30 +295,33 @@ impl Ring {
         let off = self.geo.frame_offset(self.head);
         // SAFETY: off < map_len (head < frame_nr), so the pointer stays inside the mapping;
         // the slot start is 16-byte aligned and its status word is only accessed atomically.
-        let status = unsafe { &*self.base.as_ptr().add(off).cast::<AtomicU32>() };
+        let status = unsafe { &*self.map.base().add(off).cast::<AtomicU32>() };
         status.load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
     }
 
     /// Looks at the head slot. When it is owned by user space, calls `f` with its validated
-    /// contents, then gives the slot back to the kernel and advances. `None` when the head slot
-    /// still belongs to the kernel (nothing waiting).
+    /// contents, then gives the slot back to the kernel (unless `f` took a lease on it) and
+    /// advances. `None` when the head slot still belongs to the kernel (nothing waiting), or
+    /// is leased from an earlier lap.
     pub fn consume<R>(&mut self, f: impl FnOnce(Slot<'_>) -> R) -> Option<R> {
         let off = self.geo.frame_offset(self.head);
         // SAFETY: off < map_len (head < frame_nr), so the pointer stays inside the mapping.
-        let frame = unsafe { self.base.as_ptr().add(off) };
-        let status_ptr = frame.cast::<AtomicU32>().cast_const();
+        let frame = unsafe { self.map.base().add(off) };
+        let status_ptr = NonNull::new(frame.cast::<AtomicU32>()).expect("inside a mapping");
         // SAFETY: the slot start is 16-byte aligned (block is page aligned, frame_size a
         // multiple of 16) and lies in the live mapping; we only ever access it atomically.
-        let status = unsafe { &*status_ptr }.load(Ordering::Acquire);
+        let status = unsafe { status_ptr.as_ref() }.load(Ordering::Acquire);
         if status & libc::TP_STATUS_USER == 0 {
             return None;
         }
         let frame_nr = self.geo.frame_nr;
         let frame_size = self.geo.frame_size;
+        let taken = Cell::new(false);
         let _release = Release {
             status: status_ptr,
             head: &mut self.head,
             frame_nr,
+            taken: &taken,
         };
         // The slot is ours until the Release store: the kernel does not write it.
         // SAFETY: the header lies inside the slot (frame_size ≥ MIN_FRAME_SIZE > TP2_HDR_SIZE),
@@ -254,19 +337,28 @@ impl Ring {
         let slot = match validate(&h, frame_size) {
             Some((mac, snap)) => {
                 // SAFETY: validate guarantees MIN_MAC ≤ mac and mac + snap ≤ frame_size, so
-                // [mac - VNET_HDR_LEN, mac + snap) lies inside this slot, past the status word.
-                // The slot is user-owned until `_release` drops, which happens after `f` has
-                // returned; `f` cannot keep the borrow (it is generic over the lifetime).
-                let bytes = unsafe {
-                    std::slice::from_raw_parts(frame.add(mac - VNET_HDR_LEN), VNET_HDR_LEN + snap)
+                // [mac - VNET_HDR_LEN, mac) lies inside this slot, past the status word. We
+                // copy the vnet header out; no reference is kept.
+                let vh: [u8; VNET_HDR_LEN] = unsafe {
+                    std::ptr::read_unaligned(
+                        frame.add(mac - VNET_HDR_LEN).cast::<[u8; VNET_HDR_LEN]>(),
+                    )
                 };
-                let (vh, data) = bytes.split_at(VNET_HDR_LEN);
-                match VirtioNetHdr::parse(vh) {
+                match VirtioNetHdr::parse(&vh) {
                     Some(vnet) => Slot::Frame {
                         status,
                         len: h.len,
                         vnet,
-                        data,
+                        data: Lease {
+                            map: &self.map,
+                            status: status_ptr,
+                            // SAFETY: mac + snap ≤ frame_size (validate): [mac, mac + snap)
+                            // lies inside this slot, past the status word.
+                            data: NonNull::new(unsafe { frame.add(mac) }).expect("in mapping"),
+                            len: snap,
+                            leases: &self.leases,
+                            taken: &taken,
+                        },
                     },
                     None => Slot::Bad,
                 }
@@ -274,16 +366,6 @@ impl Ring {
             None => Slot::Bad,
         };
         Some(f(slot))
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: base/map_len describe the mapping created in `map`; no borrows into it can
-        // outlive the Ring.
-        unsafe {
-            libc::munmap(self.base.as_ptr().cast(), self.geo.map_len());
-        }
     }
 }
 

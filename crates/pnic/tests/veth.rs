@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use common::*;
-use pvnet_pnic::{Pnic, PnicConfig, PnicError, VirtioNetHdr};
+use pvnet_pnic::{Buf, Pnic, PnicConfig, PnicError, RxFrame, VirtioNetHdr};
 use pvnet_wire::vnet::{F_NEEDS_CSUM, GSO_NONE, GSO_TCPV4};
 
 fn open_a(bed: &Bed, frame_nr: u32) -> Pnic {
@@ -47,19 +47,44 @@ fn wait_rx(p: &Pnic, ms: i32) -> bool {
     unsafe { libc::poll(&mut pfd, 1, ms) > 0 }
 }
 
-/// Polls until `want` frames matched `keep` or `ms` passed; returns the kept frames' copies.
-fn collect(p: &mut Pnic, want: usize, ms: u64, keep: impl Fn(&[u8]) -> bool) -> Vec<Vec<u8>> {
+/// Polls until `pick` returned `want` values or `ms` passed; returns them.
+fn poll_until<T>(
+    p: &mut Pnic,
+    want: usize,
+    ms: u64,
+    mut pick: impl FnMut(RxFrame<'_>) -> Option<T>,
+) -> Vec<T> {
     let end = Instant::now() + Duration::from_millis(ms);
     let mut out = Vec::new();
     while out.len() < want && Instant::now() < end {
         wait_rx(p, 20);
-        p.poll(64, |f| {
-            if keep(f.data) {
-                out.push(f.data.to_vec());
-            }
-        });
+        p.poll(64, |f| out.extend(pick(f)));
     }
     out
+}
+
+/// Polls until `want` frames matched `keep` or `ms` passed; returns the kept frames' copies.
+fn collect(p: &mut Pnic, want: usize, ms: u64, keep: impl Fn(&[u8]) -> bool) -> Vec<Vec<u8>> {
+    poll_until(p, want, ms, |f| keep(f.data()).then(|| f.data().to_vec()))
+}
+
+/// Sends test frames `seqs` of `len` bytes from the peer.
+fn send_test(s: &RawSock, seqs: std::ops::Range<u32>, len: usize) {
+    for i in seqs {
+        s.send(&test_frame(MAC_A, MAC_B, i, len)).unwrap();
+    }
+}
+
+/// Polls until `want` test frames came (or `ms` passed); returns their sequence numbers.
+fn collect_seqs(p: &mut Pnic, want: usize, ms: u64) -> Vec<u32> {
+    poll_until(p, want, ms, |f| test_seq(f.data()))
+}
+
+/// Polls until `want` test frames were taken (or 2 s passed); returns them as taken.
+fn take_test_frames(p: &mut Pnic, want: usize) -> Vec<Buf> {
+    poll_until(p, want, 2000, |f| {
+        test_seq(f.data()).is_some().then(|| f.take())
+    })
 }
 
 #[test]
@@ -118,8 +143,8 @@ fn raw_frames_in_order_with_budget() {
     loop {
         let n = p.poll(16, |f| {
             assert!(!f.truncated);
-            assert_eq!(f.wire_len as usize, f.data.len());
-            got.push(f.data.to_vec());
+            assert_eq!(f.wire_len as usize, f.data().len());
+            got.push(f.data().to_vec());
         });
         polls += 1;
         assert!(n <= 16);
@@ -164,7 +189,7 @@ fn oversized_frame_is_truncated() {
         wait_rx(&p, 20);
         p.poll(8, |f| {
             assert_eq!(f.vnet, VirtioNetHdr::default());
-            seen.push((f.wire_len, f.truncated, f.data.to_vec()));
+            seen.push((f.wire_len, f.truncated, f.data().to_vec()));
         });
     }
     assert_eq!(seen.len(), 2);
@@ -210,14 +235,14 @@ fn tcp_syn_from_peer_stack() {
         wait_rx(&p, 20);
         p.poll(64, |f| {
             assert_ne!(
-                &f.data[6..12],
+                &f.data()[6..12],
                 &MAC_A,
                 "own transmissions must not come back"
             );
-            match ethertype(f.data) {
+            match ethertype(f.data()) {
                 0x0806 => arp += 1,
-                0x0800 if f.data[23] == 6 => {
-                    syn = Some((f.data.to_vec(), f.vnet, f.csum_not_ready, f.csum_valid))
+                0x0800 if f.data()[23] == 6 => {
+                    syn = Some((f.data().to_vec(), f.vnet, f.csum_not_ready, f.csum_valid))
                 }
                 t => others.push(t),
             }
@@ -290,7 +315,10 @@ fn send_arrives_and_is_not_read_back() {
     std::thread::sleep(Duration::from_millis(50));
     let mut back = 0;
     p.poll(1024, |f| {
-        eprintln!("unexpected frame: {:x?}", &f.data[..f.data.len().min(34)]);
+        eprintln!(
+            "unexpected frame: {:x?}",
+            &f.data()[..f.data().len().min(34)]
+        );
         back += 1;
     });
     assert_eq!(back, 0, "own transmissions must not be read back");
@@ -309,15 +337,29 @@ fn send_arrives_and_is_not_read_back() {
     assert_eq!(p.stats().tx_errors, 1);
 
     // Back-pressure is distinct: with the peer down, veth drops at the device and the kernel
-    // reports ENOBUFS, surfaced as WouldBlock.
+    // reports ENOBUFS, surfaced as WouldBlock. Once the kernel's link watch has seen the lost
+    // carrier (asynchronously, at most once a second for all links) it swaps in the noop
+    // qdisc, which drops without an error: then the send counts as sent.
     run_in(&bed.b.0, &["link", "set", IF_B, "down"]);
     let f = test_frame(MAC_B, MAC_A, 1000, 60);
-    let e = p.send(&none, &[&f]).unwrap_err();
-    assert!(matches!(e, PnicError::WouldBlock), "{e}");
     let batch = [(none, &[&f[..]][..])];
-    assert!(matches!(p.send_batch(&batch), Err(PnicError::WouldBlock)));
+    let (mut blocked, mut sent) = (0, 0);
+    for r in [
+        p.send(&none, &[&f]),
+        p.send_batch(&batch).map(|n| assert_eq!(n, 1)),
+    ] {
+        match r {
+            Err(PnicError::WouldBlock) => blocked += 1,
+            Ok(()) => sent += 1,
+            Err(e) => panic!("peer down: {e}"),
+        }
+    }
+    eprintln!("peer down: {blocked} sends refused with ENOBUFS, {sent} dropped silently");
     let st = p.stats();
-    assert_eq!((st.tx_would_block, st.tx_errors, st.tx_frames), (2, 1, 60));
+    assert_eq!(
+        (st.tx_would_block, st.tx_errors, st.tx_frames),
+        (blocked, 1, 60 + sent)
+    );
 }
 
 fn gso_send(p: &Pnic, seq: u32) -> Vec<u8> {
@@ -435,7 +477,7 @@ fn small_ring_overflows_and_recovers() {
     std::thread::sleep(Duration::from_millis(100));
     let mut seqs = Vec::new();
     loop {
-        let n = p.poll(4, |f| seqs.push(test_seq(f.data).expect("test frame")));
+        let n = p.poll(4, |f| seqs.push(test_seq(f.data()).expect("test frame")));
         if n == 0 {
             break;
         }
@@ -492,7 +534,7 @@ fn measure_poll_rate() {
         let mut got = 0usize;
         let mut sum = 0u64;
         loop {
-            let n = p.poll(64, |f| sum += u64::from(f.data[14]));
+            let n = p.poll(64, |f| sum += u64::from(f.data()[14]));
             got += n;
             if n == 0 {
                 break;
@@ -565,4 +607,69 @@ fn slots_sized_for_the_mtu_hold_its_largest_frame() {
     let got = collect(&mut p, 1, 2000, |d| test_seq(d) == Some(9));
     assert_eq!(got, vec![full]);
     assert_eq!(p.stats().rx_truncated, 0);
+}
+
+/// Frames taken as leases stay in their slots, untouched by the kernel, until handed back;
+/// past half the ring `take` copies instead; a lease in the kernel's way is reported; handed
+/// back, the slots receive again, in order; a lease outlives the port.
+#[test]
+fn leased_slots_keep_their_frames_until_handed_back() {
+    if !is_root() {
+        return;
+    }
+    let bed = Bed::new();
+    // 2 KiB slots: the ring is exactly 8 slots, at most 4 of them leased.
+    let mut p = open_a_slots(&bed, 8, 2048);
+    let s = peer(&bed, false);
+    send_test(&s, 0..6, 100);
+    let mut bufs = take_test_frames(&mut p, 6);
+    let seqs: Vec<u32> = bufs.iter().map(|b| test_seq(b).unwrap()).collect();
+    assert_eq!(seqs, (0..6).collect::<Vec<_>>());
+    let leased: Vec<bool> = bufs.iter().map(|b| b.is_leased()).collect();
+    assert_eq!(
+        leased,
+        [true, true, true, true, false, false],
+        "cap: half the ring"
+    );
+    let st = p.stats();
+    assert_eq!((st.rx_leased, st.rx_lease_copies), (4, 2), "{st:?}");
+    assert_eq!((p.leases(), st.rx_leases_outstanding), (4, 4));
+    // The newest frame's slot (5) was handed back; the next one (6) is the kernel's.
+    assert!(!p.lease_in_the_way());
+
+    // The kernel fills slots 6 and 7, then meets the lease on slot 0 and drops.
+    send_test(&s, 100..105, 100);
+    let got = collect_seqs(&mut p, 5, 300);
+    assert_eq!(got, [100, 101], "two free slots before the first lease");
+    assert!(p.stats().tp_drops >= 3);
+    assert!(p.lease_in_the_way(), "the kernel's next slot is leased");
+    // The leased frames were not overwritten, and a lease can be written (header fix-ups).
+    for (i, b) in bufs.iter_mut().enumerate() {
+        assert_eq!(test_seq(b), Some(i as u32));
+        assert_eq!(b.len(), 100);
+    }
+    bufs[0][99] = 0xee;
+    assert_eq!(bufs[0][99], 0xee);
+
+    // Detached, a buffer keeps its bytes and its slot goes back.
+    let mut first = bufs.remove(0);
+    assert!(first.detach());
+    assert_eq!((test_seq(&first), first[99]), (Some(0), 0xee));
+    assert_eq!(p.leases(), 3);
+    drop(bufs);
+    assert_eq!(p.leases(), 0);
+    assert!(!p.lease_in_the_way());
+    send_test(&s, 200..206, 100);
+    assert_eq!(
+        collect_seqs(&mut p, 6, 2000),
+        (200..206).collect::<Vec<_>>()
+    );
+    assert_eq!(p.stats().rx_leases_outstanding, 0);
+
+    // A lease outlives the port: its bytes stay readable after the Pnic is closed.
+    send_test(&s, 7..8, 200);
+    let kept = take_test_frames(&mut p, 1).pop().expect("frame 7");
+    assert!(kept.is_leased());
+    drop(p);
+    assert_eq!((test_seq(&kept), kept.len()), (Some(7), 200));
 }

@@ -236,6 +236,13 @@ struct DaemonStats {
     /// port woke the daemon.
     pnic_ring_wakeups: u64,
     pnic_woken: u64,
+    /// Buffers still leased from the port's ring copied to the heap before a sleep on the
+    /// port (held aggregates, packets waiting for a guest), and the sleeps that needed it
+    /// (`detach_leases`).
+    leases_detached: u64,
+    sleeps_detaching: u64,
+    /// Of those, the sleeps for which the newest buffers were not enough (everything went).
+    sleeps_detaching_all: u64,
     flooded_copies: u64,
     linearized_bytes: u64,
     ddtap_rx: u64,
@@ -696,6 +703,11 @@ impl Daemon {
         timeout: Duration,
     ) -> Result<(usize, bool)> {
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // Only a sleep on the port needs the leases out of the way; while the port is not
+        // watched (a guest holds it back) packets keep their slots.
+        if ms > 0 && self.pnic_watched && !self.pnic.as_ref().is_some_and(Pnic::rx_ready) {
+            self.detach_leases();
+        }
         let epoll_wait = |ep: &Epoll, events: &mut [EpollEvent], ms: u16| match ep
             .wait(events, EpollTimeout::from(ms))
         {
@@ -736,6 +748,38 @@ impl Daemon {
             0
         };
         Ok((n, pnic_ready))
+    }
+
+    /// Before sleeping on the port: copies buffers still leased from its ring to the heap when
+    /// a lease is in the kernel's way ([`Pnic::lease_in_the_way`]): a lease on the newest frame
+    /// would make the port wake the daemon at once, again and again, and a lease on the slot
+    /// the kernel fills next stops the port. The newest frame is the last one an aggregate or
+    /// a guest's queue took, so those go first; everything goes when that was not enough (the
+    /// kernel has come round to an old lease). Copies are few (`leases_detached`): most frames
+    /// leave their slots for a guest's page before the daemon sleeps.
+    fn detach_leases(&mut self) {
+        let in_the_way = |d: &Daemon| d.pnic.as_ref().is_some_and(Pnic::lease_in_the_way);
+        if !in_the_way(self) {
+            return;
+        }
+        self.stats.sleeps_detaching += 1;
+        let mut n = self.lro.as_mut().map_or(0, Lro::detach_newest);
+        for v in self.vifs.values_mut() {
+            if let Some(nb) = v.netback.as_mut() {
+                n += nb.detach_newest();
+            }
+        }
+        if in_the_way(self) {
+            n += self.lro.as_mut().map_or(0, Lro::detach_held);
+            for v in self.vifs.values_mut() {
+                if let Some(nb) = v.netback.as_mut() {
+                    n += nb.detach_queued();
+                }
+            }
+            self.stats.sleeps_detaching_all += 1;
+        }
+        self.stats.leases_detached += n as u64;
+        debug_assert!(!in_the_way(self));
     }
 
     fn run_once(&mut self, timeout: Duration) -> Result<()> {
@@ -912,8 +956,10 @@ impl Daemon {
             let mut out = std::mem::take(&mut self.lro_out);
             let n = pnic.poll(budget, |f| {
                 if !f.truncated {
-                    // Each segment's own arrival time: flush latency counts from it.
-                    l.receive(f.data.to_vec(), f.vnet, rdtsc(), &mut out);
+                    // Each segment's own arrival time: flush latency counts from it. The frame
+                    // stays in its ring slot (a lease) until it has been copied to the guest.
+                    let vnet = f.vnet;
+                    l.receive(f.take(), vnet, rdtsc(), &mut out);
                 }
             });
             l.end_poll(n, rdtsc(), &mut out);
@@ -924,7 +970,8 @@ impl Daemon {
             let mut pending = std::mem::take(&mut self.pending);
             let n = pnic.poll(budget, |f| {
                 if !f.truncated {
-                    pending.push((PORT_PNIC, Packet::linear(f.vnet, f.data.to_vec())));
+                    let vnet = f.vnet;
+                    pending.push((PORT_PNIC, Packet::linear(vnet, f.take())));
                 }
             });
             for (port, pkt) in pending.drain(..) {
@@ -1428,6 +1475,8 @@ impl Daemon {
                 "ring_frames": p.frame_nr(), "ring_frame_size": p.frame_size(),
                 "rx_frames": s.rx_frames, "rx_bytes": s.rx_bytes, "rx_truncated": s.rx_truncated,
                 "rx_bad": s.rx_bad, "rx_csum_not_ready": s.rx_csum_not_ready,
+                "rx_leased": s.rx_leased, "rx_lease_copies": s.rx_lease_copies,
+                "rx_leases_outstanding": s.rx_leases_outstanding,
                 "tx_frames": s.tx_frames, "tx_bytes": s.tx_bytes, "tx_would_block": s.tx_would_block,
                 "tx_errors": s.tx_errors, "kernel_packets": s.tp_packets, "kernel_drops": s.tp_drops,
             })

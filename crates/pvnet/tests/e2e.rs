@@ -46,6 +46,13 @@ fn one_gib_stream_into_a_guest_arrives_intact() {
         vif["netback"]["tx_packets"].as_u64().unwrap() > 0,
         "ACKs went back through TX"
     );
+    // Most frames went from their ring slots straight to the guest (leases); none is still
+    // leased after the stream.
+    let pn = &st["pnic"];
+    let n = |k: &str| pn[k].as_u64().unwrap_or_else(|| panic!("{k}: {pn}"));
+    assert!(n("rx_leased") > n("rx_frames") / 2, "{pn}");
+    assert_eq!(n("rx_leases_outstanding"), 0, "{pn}");
+    assert!(st["daemon"]["leases_detached"].as_u64().unwrap() < n("rx_leased"));
 }
 
 #[test]

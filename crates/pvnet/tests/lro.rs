@@ -40,6 +40,11 @@ fn gib_through(args: &[&str]) -> serde_json::Value {
     assert_eq!(u(&st["pnic"]["kernel_drops"]), 0, "{st}");
     // Every wire frame fit its slot.
     assert_eq!(u(&st["pnic"]["rx_truncated"]), 0, "{st}");
+    // Frames went from their ring slots straight to the guest's pages (leases), and no slot
+    // is still leased once the stream is over.
+    let pn = &st["pnic"];
+    assert!(u(&pn["rx_leased"]) > u(&pn["rx_frames"]) / 2, "{pn}");
+    assert_eq!(u(&pn["rx_leases_outstanding"]), 0, "{pn}");
     st
 }
 

@@ -13,7 +13,7 @@ use pvnet_wire::vnet::{self, VirtioNetHdr};
 use pvnet_wire::TcpFlags;
 
 use super::{Mode, MAX_SEGS};
-use crate::packet::{Chain, Frag, Packet};
+use crate::packet::{Buf, Chain, Frag, Packet};
 
 /// Largest IPv4 total length / IPv6 payload length of an aggregate.
 const MAX_IP_LEN: usize = 65535;
@@ -24,7 +24,7 @@ const TCP_CSUM_OFF: usize = 16;
 pub struct Agg {
     /// One segment: the frame as received. More: Skb the first frame (trimmed), Page a copy of
     /// the headers. Either way the headers sit at the offsets below.
-    head: Vec<u8>,
+    head: Buf,
     frags: Vec<Frag>,
     /// The first frame's receive metadata.
     vnet: VirtioNetHdr,
@@ -62,7 +62,7 @@ pub struct Agg {
 
 impl Agg {
     /// An aggregate of the one segment `frame` (parsed as `m`).
-    pub fn start(frame: Vec<u8>, vnet: VirtioNetHdr, m: &TcpMeta, sw: bool, now: u64) -> Agg {
+    pub fn start(frame: Buf, vnet: VirtioNetHdr, m: &TcpMeta, sw: bool, now: u64) -> Agg {
         let ip_len = if m.is_ipv6() {
             m.l3_end() - m.l4_off
         } else {
@@ -128,7 +128,7 @@ impl Agg {
     }
 
     /// Appends `frame` (parsed as `m`, all match rules passed). No payload byte is copied.
-    pub fn merge(&mut self, mut frame: Vec<u8>, m: &TcpMeta, mode: Mode) {
+    pub fn merge(&mut self, mut frame: Buf, m: &TcpMeta, mode: Mode) {
         if self.segs == 1 {
             self.build(mode);
         }
@@ -149,6 +149,19 @@ impl Agg {
         self.psh |= m.flags.contains(TcpFlags::PSH);
     }
 
+    /// Moves leased buffers to the heap; returns how many it copied.
+    pub fn detach(&mut self) -> usize {
+        crate::packet::detach_all(&mut self.head, &mut self.frags)
+    }
+
+    /// Moves the newest segment's buffer to the heap if it is leased; returns whether it did.
+    pub fn detach_newest(&mut self) -> bool {
+        match self.frags.last_mut() {
+            Some(f) => f.buf.detach(),
+            None => self.head.detach(),
+        }
+    }
+
     /// Turns the lone first frame into the mode's representation.
     fn build(&mut self, mode: Mode) {
         // Enough fragment slots for a full aggregate: one allocation per aggregate.
@@ -156,7 +169,7 @@ impl Agg {
         self.frags = Vec::with_capacity(cap);
         self.head.truncate(self.first_end);
         if mode == Mode::Page {
-            let headers = self.head[..self.payload_off].to_vec();
+            let headers = Buf::from(&self.head[..self.payload_off]);
             let first = std::mem::replace(&mut self.head, headers);
             self.frags.push(Frag {
                 buf: first,

@@ -75,7 +75,7 @@ use pvnet_wire::TcpFlags;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
 
-use crate::packet::Packet;
+use crate::packet::{Buf, Packet};
 use agg::Agg;
 use rules::Seg;
 pub use rules::{FlushCounts, Reason};
@@ -362,7 +362,14 @@ impl Lro {
     /// Offers one received frame (Ethernet frame, as received; `vnet` its receive metadata).
     /// Emits to `out`, in order, whatever must leave now (pass-through frames, flushed
     /// aggregates).
-    pub fn receive(&mut self, frame: Vec<u8>, vnet: VirtioNetHdr, now: u64, out: &mut Vec<Packet>) {
+    pub fn receive(
+        &mut self,
+        frame: impl Into<Buf>,
+        vnet: VirtioNetHdr,
+        now: u64,
+        out: &mut Vec<Packet>,
+    ) {
+        let frame: Buf = frame.into();
         self.c.frames_in += 1;
         if now >= self.hard_due {
             self.expire_due(now, false, out);
@@ -439,6 +446,26 @@ impl Lro {
         self.hard_due = self.hard_due.min(self.due(&agg, false).0);
         self.flows[i].held = Some(agg);
         self.held += 1;
+    }
+
+    /// Moves the held aggregates' buffers that are still leased from the port's ring to the
+    /// heap (before the daemon sleeps: no slot stays leased across a sleep). Returns how many
+    /// buffers it copied.
+    pub fn detach_held(&mut self) -> usize {
+        self.flows
+            .iter_mut()
+            .filter_map(|f| f.held.as_mut())
+            .map(Agg::detach)
+            .sum()
+    }
+
+    /// [`Lro::detach_held`] for the newest segment of each held aggregate only.
+    pub fn detach_newest(&mut self) -> usize {
+        self.flows
+            .iter_mut()
+            .filter_map(|f| f.held.as_mut())
+            .map(|a| usize::from(a.detach_newest()))
+            .sum()
     }
 
     /// End of one NAPI poll that delivered `frames` frames: the policy decides what leaves.
@@ -532,7 +559,7 @@ impl Lro {
     }
 
     /// Passes a frame on unchanged.
-    fn pass(&mut self, r: Reason, frame: Vec<u8>, vnet: VirtioNetHdr, out: &mut Vec<Packet>) {
+    fn pass(&mut self, r: Reason, frame: Buf, vnet: VirtioNetHdr, out: &mut Vec<Packet>) {
         self.c.count(r);
         self.c.passthrough += 1;
         out.push(Packet::linear(vnet, frame));

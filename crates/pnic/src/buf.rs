@@ -1,0 +1,344 @@
+//! Received bytes that may still sit in the ring: [`Buf`].
+//!
+//! A frame taken from the ring with [`crate::RxFrame::take`] stays in its slot (a *lease*):
+//! the slot is not handed back to the kernel until the last user of the bytes lets go, so the
+//! frame reaches its destination (a guest's granted page) with one copy, the grant copy,
+//! instead of two. While a slot is leased its status word holds [`LEASED`]: not
+//! `TP_STATUS_KERNEL`, so the kernel does not write it (it drops the frames that arrive while
+//! its next slot is leased, as when the ring is full), and without `TP_STATUS_USER`, so the
+//! ring's consumer does not take it a second time when it comes round again.
+
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// The status word of a leased slot: neither `TP_STATUS_KERNEL` (0) nor `TP_STATUS_USER`.
+pub(crate) const LEASED: u32 = 1 << 31;
+
+/// A shared memory mapping, unmapped when the ring and every lease on it are gone.
+pub(crate) struct Mapping {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a Mapping only owns the address range (and unmaps it once, on drop); every access to
+// the bytes goes through the Ring (one owner) or a SlotBuf (one owner per slot), never through a
+// shared Mapping, so sharing or moving it between threads is fine.
+unsafe impl Send for Mapping {}
+// SAFETY: as for Send: `&Mapping` gives nothing but the base address.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Takes ownership of `len` bytes mapped at `base`.
+    ///
+    /// # Safety
+    /// `base..base + len` must be a mapping created with `mmap` that nothing else unmaps.
+    pub(crate) unsafe fn new(base: NonNull<u8>, len: usize) -> Mapping {
+        Mapping { base, len }
+    }
+
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: base/len describe the mapping handed to `new`, unmapped nowhere else; every
+        // pointer into it belongs to the Ring or a SlotBuf, which hold this Arc, so none is used
+        // after this.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// The bytes of one leased slot. Dropping it hands the slot back to the kernel.
+pub struct SlotBuf {
+    /// Keeps the mapping alive as long as the lease.
+    _map: Arc<Mapping>,
+    status: NonNull<AtomicU32>,
+    data: NonNull<u8>,
+    len: usize,
+    leases: Arc<AtomicU32>,
+}
+
+impl SlotBuf {
+    /// A lease on the slot whose status word is at `status` and whose frame is the `len`
+    /// bytes at `data`; marks the slot [`LEASED`] and counts it in `leases`.
+    ///
+    /// # Safety
+    /// The slot must lie in `map`, be owned by user space (the kernel set `TP_STATUS_USER`
+    /// and nobody handed it back), and no other reference to `data..data + len` may exist or
+    /// be created until this SlotBuf is dropped. `status` must be the slot's aligned status
+    /// word, outside `data..data + len`.
+    pub(crate) unsafe fn lease(
+        map: Arc<Mapping>,
+        status: NonNull<AtomicU32>,
+        data: NonNull<u8>,
+        len: usize,
+        leases: Arc<AtomicU32>,
+    ) -> SlotBuf {
+        // SAFETY: the caller guarantees `status` is the slot's aligned status word in `map`,
+        // accessed only atomically.
+        unsafe { status.as_ref() }.store(LEASED, Ordering::Relaxed);
+        leases.fetch_add(1, Ordering::Relaxed);
+        SlotBuf {
+            _map: map,
+            status,
+            data,
+            len,
+            leases,
+        }
+    }
+}
+
+// SAFETY: a SlotBuf is the one owner of its slot's bytes (no other reference exists while it
+// lives), keeps the mapping alive through an Arc, and touches the shared status word and lease
+// count only atomically: moving it to another thread moves that ownership.
+unsafe impl Send for SlotBuf {}
+
+impl Deref for SlotBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `lease`'s contract: the bytes lie in the live mapping (held by `_map`), the
+        // kernel does not write a leased slot, and this SlotBuf is their only user.
+        unsafe { std::slice::from_raw_parts(self.data.as_ptr(), self.len) }
+    }
+}
+
+impl DerefMut for SlotBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`; `&mut self` makes this the only borrow.
+        unsafe { std::slice::from_raw_parts_mut(self.data.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for SlotBuf {
+    fn drop(&mut self) {
+        // SAFETY: the status word lies in the mapping `_map` keeps alive and is only accessed
+        // atomically. Release: our reads and writes of the frame happen before the kernel may
+        // write the slot again.
+        unsafe { self.status.as_ref() }.store(libc::TP_STATUS_KERNEL, Ordering::Release);
+        self.leases.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Bytes of a packet: on the heap, or still in the ring slot they arrived in. Derefs to the
+/// bytes either way; [`Buf::detach`] moves leased bytes to the heap and frees the slot.
+pub struct Buf(Inner);
+
+enum Inner {
+    Heap(Vec<u8>),
+    Slot(SlotBuf),
+}
+
+impl Buf {
+    /// Whether the bytes are still in a ring slot.
+    pub fn is_leased(&self) -> bool {
+        matches!(self.0, Inner::Slot(_))
+    }
+
+    /// Copies leased bytes to the heap and hands the slot back. Returns whether it did.
+    pub fn detach(&mut self) -> bool {
+        let Inner::Slot(s) = &self.0 else {
+            return false;
+        };
+        let v = s.to_vec();
+        self.0 = Inner::Heap(v);
+        true
+    }
+
+    /// Shortens to `len` bytes (no effect when already shorter).
+    pub fn truncate(&mut self, len: usize) {
+        match &mut self.0 {
+            Inner::Heap(v) => v.truncate(len),
+            Inner::Slot(s) => s.len = s.len.min(len),
+        }
+    }
+
+    /// The bytes as a vector (leased ones copied).
+    pub fn into_vec(self) -> Vec<u8> {
+        match self.0 {
+            Inner::Heap(v) => v,
+            Inner::Slot(s) => s.to_vec(),
+        }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        self
+    }
+}
+
+impl From<SlotBuf> for Buf {
+    fn from(s: SlotBuf) -> Buf {
+        Buf(Inner::Slot(s))
+    }
+}
+
+impl From<Vec<u8>> for Buf {
+    fn from(v: Vec<u8>) -> Buf {
+        Buf(Inner::Heap(v))
+    }
+}
+
+impl From<&[u8]> for Buf {
+    fn from(v: &[u8]) -> Buf {
+        Buf(Inner::Heap(v.to_vec()))
+    }
+}
+
+impl Default for Buf {
+    fn default() -> Buf {
+        Buf(Inner::Heap(Vec::new()))
+    }
+}
+
+/// A clone is always on the heap: a slot has one owner.
+impl Clone for Buf {
+    fn clone(&self) -> Buf {
+        Buf(Inner::Heap(self.to_vec()))
+    }
+}
+
+impl Deref for Buf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            Inner::Heap(v) => v,
+            Inner::Slot(s) => s,
+        }
+    }
+}
+
+impl DerefMut for Buf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.0 {
+            Inner::Heap(v) => v,
+            Inner::Slot(s) => s,
+        }
+    }
+}
+
+impl fmt::Debug for Buf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = if self.is_leased() { "Slot" } else { "Heap" };
+        write!(f, "{kind}{:?}", self.as_slice())
+    }
+}
+
+impl PartialEq for Buf {
+    fn eq(&self, other: &Buf) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Buf {}
+
+impl PartialEq<Vec<u8>> for Buf {
+    fn eq(&self, other: &Vec<u8>) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl PartialEq<[u8]> for Buf {
+    fn eq(&self, other: &[u8]) -> bool {
+        self.as_slice() == other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A private anonymous mapping standing in for the ring.
+    fn anon(len: usize) -> Arc<Mapping> {
+        // SAFETY: a fresh private anonymous mapping.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        // SAFETY: the mapping was just created and is owned by nothing else.
+        Arc::new(unsafe { Mapping::new(NonNull::new(p.cast()).unwrap(), len) })
+    }
+
+    fn status_at(map: &Mapping, off: usize) -> &AtomicU32 {
+        // SAFETY: off is 16-aligned and inside the mapping; accessed atomically only.
+        unsafe { &*map.base().add(off).cast::<AtomicU32>() }
+    }
+
+    fn lease_at(map: &Arc<Mapping>, off: usize, len: usize, leases: &Arc<AtomicU32>) -> SlotBuf {
+        status_at(map, off).store(libc::TP_STATUS_USER, Ordering::Relaxed);
+        // SAFETY: slot at `off` (status word, then 64 bytes of data from off + 64) is inside the
+        // mapping and marked user-owned; no other reference to its bytes exists.
+        unsafe {
+            SlotBuf::lease(
+                map.clone(),
+                NonNull::new(map.base().add(off).cast()).unwrap(),
+                NonNull::new(map.base().add(off + 64)).unwrap(),
+                len,
+                leases.clone(),
+            )
+        }
+    }
+
+    #[test]
+    fn a_lease_marks_its_slot_and_hands_it_back_when_dropped() {
+        let map = anon(4096);
+        let leases = Arc::new(AtomicU32::new(0));
+        let mut s = lease_at(&map, 0, 10, &leases);
+        assert_eq!(status_at(&map, 0).load(Ordering::Relaxed), LEASED);
+        assert_eq!(leases.load(Ordering::Relaxed), 1);
+        s.copy_from_slice(b"0123456789");
+        let b = Buf::from(s);
+        assert!(b.is_leased());
+        assert_eq!(b, b"0123456789".to_vec());
+        drop(b);
+        assert_eq!(status_at(&map, 0).load(Ordering::Relaxed), 0);
+        assert_eq!(leases.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn detaching_copies_the_bytes_and_frees_the_slot() {
+        let map = anon(4096);
+        let leases = Arc::new(AtomicU32::new(0));
+        let mut s = lease_at(&map, 2048, 4, &leases);
+        s.copy_from_slice(b"abcd");
+        let mut b = Buf::from(s);
+        let c = b.clone();
+        assert!(!c.is_leased(), "a clone never shares the slot");
+        assert!(b.detach());
+        assert!(!b.detach(), "already on the heap");
+        assert_eq!(leases.load(Ordering::Relaxed), 0);
+        assert_eq!(status_at(&map, 2048).load(Ordering::Relaxed), 0);
+        // The slot may now be overwritten; the bytes stay.
+        // SAFETY: the slot is no longer leased; nothing references it.
+        unsafe { map.base().add(2048 + 64).write_bytes(0, 4) };
+        assert_eq!(b, b"abcd".to_vec());
+        assert_eq!(c, b"abcd".to_vec());
+    }
+
+    #[test]
+    fn a_lease_keeps_the_mapping_alive() {
+        let map = anon(4096);
+        let leases = Arc::new(AtomicU32::new(0));
+        let mut s = lease_at(&map, 0, 3, &leases);
+        drop(map);
+        s.copy_from_slice(b"xyz");
+        let mut b = Buf::from(s);
+        b.truncate(2);
+        assert_eq!(&*b, b"xy");
+        b.truncate(7);
+        assert_eq!(b.into_vec(), b"xy".to_vec());
+        assert_eq!(leases.load(Ordering::Relaxed), 0);
+    }
+}
