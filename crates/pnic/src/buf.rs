@@ -159,14 +159,6 @@ impl Buf {
         }
     }
 
-    /// The bytes as a vector (leased ones copied).
-    pub fn into_vec(self) -> Vec<u8> {
-        match self.0 {
-            Inner::Heap(v) => v,
-            Inner::Slot(s) => s.to_vec(),
-        }
-    }
-
     pub fn as_slice(&self) -> &[u8] {
         self
     }
@@ -338,7 +330,8 @@ mod tests {
         b.truncate(2);
         assert_eq!(&*b, b"xy");
         b.truncate(7);
-        assert_eq!(b.into_vec(), b"xy".to_vec());
+        assert_eq!(b.to_vec(), b"xy".to_vec());
+        drop(b);
         assert_eq!(leases.load(Ordering::Relaxed), 0);
     }
 }

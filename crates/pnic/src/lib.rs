@@ -22,7 +22,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 pub use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
 
-pub use buf::{Buf, SlotBuf};
+pub use buf::Buf;
 use ring::{Geometry, Lease, Ring, Slot};
 
 /// Default ring slot size: an MTU 1500 frame with a VLAN tag (1518 bytes) after the kernel's
