@@ -253,9 +253,10 @@ impl Netback {
         self.rxq.iter_mut().map(Packet::detach).sum()
     }
 
-    /// [`Netback::detach_queued`] for the newest queued packet only.
+    /// [`Netback::detach_queued`] for the newest frame only: the newest buffer of the newest
+    /// queued packet ([`Packet::detach_newest`]).
     pub fn detach_newest(&mut self) -> usize {
-        self.rxq.back_mut().map_or(0, Packet::detach)
+        self.rxq.back_mut().map_or(0, Packet::detach_newest)
     }
 
     fn fail(&mut self, f: Fatal) -> Fatal {

@@ -113,6 +113,18 @@ impl Packet {
         detach_all(&mut self.head, &mut self.frags)
     }
 
+    /// Moves the buffer of the packet's newest frame to the heap if it is leased; returns how
+    /// many buffers it copied (0 or 1). Frames join a packet in arrival order, so the newest
+    /// is the last fragment, or the head when there is none: in a BO chain of 40 segments
+    /// this copies one segment, not 40.
+    pub fn detach_newest(&mut self) -> usize {
+        let newest = match self.frags.last_mut() {
+            Some(f) => &mut f.buf,
+            None => &mut self.head,
+        };
+        usize::from(newest.detach())
+    }
+
     /// Destination MAC, when the head holds an Ethernet header.
     pub fn dst_mac(&self) -> Option<[u8; 6]> {
         self.head.get(0..6).map(|b| b.try_into().expect("6 bytes"))
@@ -137,6 +149,53 @@ pub(crate) fn detach_all(head: &mut Buf, frags: &mut [Frag]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn detach_newest_copies_only_the_newest_frame() {
+        use pvnet_pnic::fixture_lease;
+        let leased = |p: &Packet| -> Vec<bool> {
+            std::iter::once(p.head.is_leased())
+                .chain(p.frags.iter().map(|f| f.buf.is_leased()))
+                .collect()
+        };
+        // A BO chain: the first frame as head, later frames as fragments past their headers.
+        let mut chain = Packet {
+            vnet: VirtioNetHdr::default(),
+            head: fixture_lease(b"h-first"),
+            frags: vec![
+                Frag {
+                    buf: fixture_lease(b"hh-second"),
+                    start: 3,
+                },
+                Frag {
+                    buf: fixture_lease(b"hh-third"),
+                    start: 3,
+                },
+            ],
+            chain: Chain::FragList,
+        };
+        assert_eq!(chain.detach_newest(), 1);
+        assert_eq!(leased(&chain), [true, true, false]);
+        assert_eq!(
+            chain.frags[1].data(),
+            b"third",
+            "the bytes survive the copy"
+        );
+        assert_eq!(
+            chain.detach_newest(),
+            0,
+            "the newest frame is on the heap already"
+        );
+        assert_eq!(chain.detach(), 2, "detach takes the rest");
+        assert_eq!(leased(&chain), [false, false, false]);
+        assert_eq!(chain.linearize(), 7 + 6 + 5);
+        assert_eq!(chain.head, b"h-firstsecondthird".to_vec());
+
+        let mut linear = Packet::linear(VirtioNetHdr::default(), fixture_lease(b"frame"));
+        assert_eq!(linear.detach_newest(), 1);
+        assert!(!linear.head.is_leased());
+        assert_eq!(linear.head, b"frame".to_vec());
+    }
 
     #[test]
     fn linearize_keeps_bytes_and_order() {

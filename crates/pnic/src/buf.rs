@@ -164,6 +164,51 @@ impl Buf {
     }
 }
 
+/// A private anonymous mapping of `len` bytes (a stand-in for the ring in tests).
+#[cfg(any(test, feature = "fixtures"))]
+fn anon_mapping(len: usize) -> Arc<Mapping> {
+    // SAFETY: a fresh private anonymous mapping; no pointer into it exists yet.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED, "mmap of {len} anonymous bytes");
+    let base = NonNull::new(p.cast()).expect("mmap does not return null on success");
+    // SAFETY: the mapping was just created and nothing else unmaps it.
+    Arc::new(unsafe { Mapping::new(base, len) })
+}
+
+/// A leased [`Buf`] holding `bytes`, on a one-slot mapping of its own (`fixtures` feature, for
+/// other crates' tests of what treats leases differently: it is leased, and detaching it
+/// copies it to the heap, exactly as a ring lease).
+#[cfg(any(test, feature = "fixtures"))]
+pub fn fixture_lease(bytes: &[u8]) -> Buf {
+    const DATA: usize = 64;
+    let map = anon_mapping(DATA + bytes.len().max(1));
+    let leases = Arc::new(AtomicU32::new(0));
+    let base = map.base();
+    // SAFETY: the status word is the mapping's first (page-aligned) 4 bytes, the data starts 64
+    // bytes in and fits the mapping; the mapping is fresh, so no other reference to either exists.
+    unsafe {
+        (*base.cast::<AtomicU32>()).store(libc::TP_STATUS_USER, Ordering::Relaxed);
+        let mut s = SlotBuf::lease(
+            map.clone(),
+            NonNull::new(base.cast()).expect("mapping base"),
+            NonNull::new(base.add(DATA)).expect("inside the mapping"),
+            bytes.len(),
+            leases,
+        );
+        s.copy_from_slice(bytes);
+        Buf(Inner::Slot(s))
+    }
+}
+
 impl From<SlotBuf> for Buf {
     fn from(s: SlotBuf) -> Buf {
         Buf(Inner::Slot(s))
@@ -245,24 +290,6 @@ impl PartialEq<[u8]> for Buf {
 mod tests {
     use super::*;
 
-    /// A private anonymous mapping standing in for the ring.
-    fn anon(len: usize) -> Arc<Mapping> {
-        // SAFETY: a fresh private anonymous mapping.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        // SAFETY: the mapping was just created and is owned by nothing else.
-        Arc::new(unsafe { Mapping::new(NonNull::new(p.cast()).unwrap(), len) })
-    }
-
     fn status_at(map: &Mapping, off: usize) -> &AtomicU32 {
         // SAFETY: off is 16-aligned and inside the mapping; accessed atomically only.
         unsafe { &*map.base().add(off).cast::<AtomicU32>() }
@@ -285,7 +312,7 @@ mod tests {
 
     #[test]
     fn a_lease_marks_its_slot_and_hands_it_back_when_dropped() {
-        let map = anon(4096);
+        let map = anon_mapping(4096);
         let leases = Arc::new(AtomicU32::new(0));
         let mut s = lease_at(&map, 0, 10, &leases);
         assert_eq!(status_at(&map, 0).load(Ordering::Relaxed), LEASED);
@@ -301,7 +328,7 @@ mod tests {
 
     #[test]
     fn detaching_copies_the_bytes_and_frees_the_slot() {
-        let map = anon(4096);
+        let map = anon_mapping(4096);
         let leases = Arc::new(AtomicU32::new(0));
         let mut s = lease_at(&map, 2048, 4, &leases);
         s.copy_from_slice(b"abcd");
@@ -321,7 +348,7 @@ mod tests {
 
     #[test]
     fn a_lease_keeps_the_mapping_alive() {
-        let map = anon(4096);
+        let map = anon_mapping(4096);
         let leases = Arc::new(AtomicU32::new(0));
         let mut s = lease_at(&map, 0, 3, &leases);
         drop(map);

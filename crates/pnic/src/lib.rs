@@ -22,6 +22,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 pub use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
 
+#[cfg(any(test, feature = "fixtures"))]
+pub use buf::fixture_lease;
 pub use buf::Buf;
 use ring::{Geometry, Lease, Ring, Slot};
 
