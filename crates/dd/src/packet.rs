@@ -118,11 +118,7 @@ impl Packet {
     /// is the last fragment, or the head when there is none: in a BO chain of 40 segments
     /// this copies one segment, not 40.
     pub fn detach_newest(&mut self) -> usize {
-        let newest = match self.frags.last_mut() {
-            Some(f) => &mut f.buf,
-            None => &mut self.head,
-        };
-        usize::from(newest.detach())
+        usize::from(detach_newest(&mut self.head, &mut self.frags))
     }
 
     /// Destination MAC, when the head holds an Ethernet header.
@@ -144,6 +140,15 @@ pub(crate) fn detach_all(head: &mut Buf, frags: &mut [Frag]) -> usize {
             .iter_mut()
             .map(|f| usize::from(f.buf.detach()))
             .sum::<usize>()
+}
+
+/// Moves the newest buffer (the last of `frags`, or `head` when there is none) to the heap if
+/// it is leased; returns whether it did.
+pub(crate) fn detach_newest(head: &mut Buf, frags: &mut [Frag]) -> bool {
+    match frags.last_mut() {
+        Some(f) => f.buf.detach(),
+        None => head.detach(),
+    }
 }
 
 #[cfg(test)]

@@ -156,10 +156,7 @@ impl Agg {
 
     /// Moves the newest segment's buffer to the heap if it is leased; returns whether it did.
     pub fn detach_newest(&mut self) -> bool {
-        match self.frags.last_mut() {
-            Some(f) => f.buf.detach(),
-            None => self.head.detach(),
-        }
+        crate::packet::detach_newest(&mut self.head, &mut self.frags)
     }
 
     /// Turns the lone first frame into the mode's representation.
