@@ -204,6 +204,11 @@ struct Vif {
     ready: bool,
     failed: Option<String>,
     dirty: bool,
+    /// The last TX poll stopped at its budget with requests left on the ring. The frontend
+    /// will not notify for them (the request event index is only re-armed by a poll that
+    /// drains the ring), so the daemon polls again without sleeping, as NAPI reschedules a
+    /// poll that used its whole budget.
+    tx_more: bool,
 }
 
 impl Vif {
@@ -225,6 +230,8 @@ impl Vif {
 struct DaemonStats {
     polls: u64,
     polls_full_budget: u64,
+    /// Vif polls without an event because the vif's last TX poll used its whole budget.
+    tx_repolls: u64,
     frames: u64,
     /// Polls skipped because a guest's queue was nearly full (the port is then not watched
     /// until that guest takes packets: no spinning on a readable socket).
@@ -516,6 +523,7 @@ impl Daemon {
             ready: false,
             failed: None,
             dirty: false,
+            tx_more: false,
         };
         // Xenstore: frontend and backend directories, as the toolstack writes them.
         let dev = vif.device_path();
@@ -785,6 +793,11 @@ impl Daemon {
     fn run_once(&mut self, timeout: Duration) -> Result<()> {
         let mut events = [EpollEvent::empty(); 32];
         let mut more_pnic = false;
+        let timeout = if self.vifs.values().any(|v| v.tx_more) {
+            Duration::ZERO
+        } else {
+            timeout
+        };
         let (n, pnic_ready) = self.wait_events(&mut events, timeout)?;
         self.now = now_ns(self.start);
         for ev in &events[..n] {
@@ -814,6 +827,7 @@ impl Daemon {
                 }
             }
         }
+        self.serve_tx_more();
         if pnic_ready {
             more_pnic = self.pnic_poll();
         }
@@ -841,6 +855,7 @@ impl Daemon {
                     }
                 }
             }
+            self.serve_tx_more();
         }
         self.lro_expire();
         self.arm_lro_timer();
@@ -1085,15 +1100,39 @@ impl Daemon {
 
     /// An event from a guest: TX requests, or RX buffers posted.
     fn vif_event(&mut self, dom: u16) {
-        let budget = self.cfg.budget;
+        if let Some(nb) = self.vifs.get(&dom).and_then(|v| v.netback.as_ref()) {
+            nb.evtchn().consume();
+        }
+        self.vif_poll(dom);
+    }
+
+    /// Polls again the vifs whose last TX poll used its whole budget.
+    fn serve_tx_more(&mut self) {
+        if !self.vifs.values().any(|v| v.tx_more) {
+            return;
+        }
+        let doms: Vec<u16> = (self.vifs.iter())
+            .filter(|(_, v)| v.tx_more)
+            .map(|(&d, _)| d)
+            .collect();
+        for dom in doms {
+            self.stats.tx_repolls += 1;
+            self.vif_poll(dom);
+        }
+    }
+
+    /// One poll of a vif: at most a budget of TX packets, then what its RX queue can take.
+    fn vif_poll(&mut self, dom: u16) {
+        let tx_budget = self.cfg.budget * 4;
         let mut out = std::mem::take(&mut self.pending);
         let res = {
             let Some(v) = self.vifs.get_mut(&dom) else {
                 return;
             };
+            v.tx_more = false;
             let Some(nb) = v.netback.as_mut() else { return };
-            nb.evtchn().consume();
-            let r = nb.tx_poll(budget * 4, |p| out.push((vif_port(DomId(dom)), p)));
+            let r = nb.tx_poll(tx_budget, |p| out.push((vif_port(DomId(dom)), p)));
+            v.tx_more = r.as_ref().is_ok_and(|&n| n >= tx_budget);
             r.and_then(|_| nb.rx_flush())
         };
         for (port, pkt) in out.drain(..) {
