@@ -123,6 +123,20 @@ pub const RING_FRAMES_MIN: u32 = 256;
 pub const RING_FRAMES_MAX: u32 = 65536;
 
 /// Checks a `--ring-frames` value.
+/// Bounds of the physical port's poll budget. The port is not polled while a guest's RX queue
+/// could not take a poll's worth of frames ([`pvnet_dd::netback::RX_QUEUE_LIMIT`]): a budget
+/// near the limit would hold the port back most of the time, one over it always.
+pub const DEFAULT_BUDGET: usize = 64;
+pub const BUDGET_MIN: usize = 1;
+pub const BUDGET_MAX: usize = pvnet_dd::netback::RX_QUEUE_LIMIT / 2;
+
+pub fn check_budget(n: usize) -> Result<usize> {
+    if !(BUDGET_MIN..=BUDGET_MAX).contains(&n) {
+        bail!("--budget must be between {BUDGET_MIN} and {BUDGET_MAX}, got {n}");
+    }
+    Ok(n)
+}
+
 pub fn check_ring_frames(n: u32) -> Result<u32> {
     if !(RING_FRAMES_MIN..=RING_FRAMES_MAX).contains(&n) {
         bail!("--ring-frames must be between {RING_FRAMES_MIN} and {RING_FRAMES_MAX}, got {n}");
@@ -144,7 +158,7 @@ impl Default for DaemonConfig {
             mode: Mode::Xen,
             guests: 1,
             attach: 0,
-            budget: 64,
+            budget: DEFAULT_BUDGET,
             cpu: Some(0),
             rps: true,
             sender_cpu: None,
@@ -1511,7 +1525,7 @@ impl Daemon {
         let pnic = self.pnic.as_mut().map(|p| {
             let s = p.stats();
             json!({
-                "ring_frames": p.frame_nr(), "ring_frame_size": p.frame_size(),
+                "ring_frames": p.frame_nr(), "ring_frame_size": p.frame_size(), "budget": self.cfg.budget,
                 "rx_frames": s.rx_frames, "rx_bytes": s.rx_bytes, "rx_truncated": s.rx_truncated,
                 "rx_bad": s.rx_bad, "rx_csum_not_ready": s.rx_csum_not_ready,
                 "rx_leased": s.rx_leased, "rx_lease_copies": s.rx_lease_copies,

@@ -44,8 +44,8 @@ enum Cmd {
         /// Run id (default: a fresh one); names are pvnet-<id>-<role>.
         #[arg(long)]
         id: Option<String>,
-        /// Frames per physical-port poll (NAPI budget).
-        #[arg(long, default_value_t = 64)]
+        /// Frames per physical-port poll (NAPI budget), 1 to 512.
+        #[arg(long, default_value_t = daemon::DEFAULT_BUDGET)]
         budget: usize,
         /// Slots of the physical port's packet ring (256 to 65536; 1664 bytes each). Fewer slots
         /// stay warmer in the cache, but the kernel drops what arrives while they are full.
@@ -277,9 +277,7 @@ fn run(cli: Cli) -> Result<()> {
             if guests == 0 && mode == Mode::Xen && attach == 0 {
                 bail!("--guests must be at least 1");
             }
-            if budget == 0 {
-                bail!("--budget must be at least 1");
-            }
+            daemon::check_budget(budget)?;
             daemon::check_ring_frames(ring_frames)?;
             let cfg = DaemonConfig {
                 id: match id {

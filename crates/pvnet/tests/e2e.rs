@@ -255,6 +255,18 @@ fn clear_errors_for_bad_input() {
                 "{args:?}: {err}"
             );
         }
+        for args in [
+            &["up", "--budget", "0"][..],
+            &["bench", "--quick", "--budget", "513"][..],
+        ] {
+            let o = pvnet(args);
+            assert!(!o.status.success(), "{args:?}");
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains("--budget must be between 1 and 512"),
+                "{args:?}: {err}"
+            );
+        }
     } else {
         assert!(String::from_utf8_lossy(&o.stderr).contains("needs root"));
     }
@@ -399,8 +411,27 @@ fn bench_pairs_xen_and_adaptive_on_one_testbed() {
     if skip_unless_root("bench_pairs_xen_and_adaptive_on_one_testbed") {
         return;
     }
-    let (out, stdout, v) = quick_bench(&["--configs", "xen,adaptive", "--paired-rounds", "2"]);
+    let (out, stdout, v) = quick_bench(&[
+        "--configs",
+        "xen,adaptive",
+        "--paired-rounds",
+        "2",
+        "--budget",
+        "32",
+    ]);
     assert!(stdout.contains("TCP_RR on one testbed"), "{stdout}");
+    // --budget reached every testbed's daemon.
+    assert_eq!(v["parameters"]["budget"].as_u64(), Some(32));
+    let samples = v["samples"].as_array().unwrap();
+    assert!(!samples.is_empty());
+    for s in samples {
+        assert_eq!(
+            s["stat"]["pnic"]["budget"].as_u64(),
+            Some(32),
+            "{}",
+            s["stat"]
+        );
+    }
     let p = &v["rr_paired"];
     assert_eq!(p["base"], "xen", "{p}");
     assert_eq!(p["other"], "adaptive", "{p}");

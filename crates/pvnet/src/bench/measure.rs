@@ -45,6 +45,8 @@ pub struct Params {
     pub tsc_hz: u64,
     /// Slots of the physical port's packet ring (PV configurations).
     pub ring_frames: u32,
+    /// Frames per poll of the physical port (PV configurations).
+    pub budget: usize,
 }
 
 /// One repetition's raw figures.
@@ -128,6 +130,7 @@ pub fn run_one(
     let t0 = Instant::now();
     let cfg = DaemonConfig {
         ring_frames: p.ring_frames,
+        budget: p.budget,
         ..configs::daemon_config(config)?
     };
     let info =

@@ -95,6 +95,11 @@ pub struct BenchArgs {
     /// `pvnet up --ring-frames`.
     #[arg(long, default_value_t = pvnet_pnic::DEFAULT_FRAME_NR)]
     pub ring_frames: u32,
+    /// Frames per poll of the physical port (NAPI budget) in the PV configurations (1 to 512),
+    /// as `pvnet up --budget`. Smaller polls aggregate less per poll, as in seed 000, where
+    /// `lro` made 2.55 segments per aggregate.
+    #[arg(long, default_value_t = crate::daemon::DEFAULT_BUDGET)]
+    pub budget: usize,
     /// Microseconds for --sweep timeout, comma-separated (1 to 1000).
     #[arg(long, default_value = DEFAULT_SWEEP_VALUES)]
     pub sweep_values: String,
@@ -241,6 +246,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
     }
     let pair = configs::parse_pair(&args.paired)?;
     let ring_frames = crate::daemon::check_ring_frames(args.ring_frames)?;
+    let budget = crate::daemon::check_budget(args.budget)?;
     preflight(&configs, args.tool)?;
     interrupt::install()?;
 
@@ -275,6 +281,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
             tool: args.tool,
             tsc_hz,
             ring_frames,
+            budget,
         },
         paired_rounds: if configs.contains(&pair.0) && configs.contains(&pair.1) {
             args.paired_rounds
@@ -339,6 +346,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
             params.paired_rounds,
             params.paired_seconds,
             params.measure.ring_frames,
+            params.measure.budget,
             &progress,
         );
         progress.step_done();
@@ -460,6 +468,7 @@ pub fn results_json(run: &Run) -> Value {
             "rr_seconds": p.measure.rr_seconds,
             "msg_size": p.measure.msg_size,
             "ring_frames": p.measure.ring_frames,
+            "budget": p.measure.budget,
             "ring_frame_size": pvnet_pnic::frame_size_for_mtu(crate::daemon::WIRE_MTU),
             "tool": p.measure.tool,
             "rr_tool": "builtin",

@@ -167,6 +167,7 @@ pub fn run(
     rounds: usize,
     seconds: f64,
     ring_frames: u32,
+    budget: usize,
     progress: &Progress,
 ) -> Result<Paired> {
     let t0 = Instant::now();
@@ -174,6 +175,7 @@ pub fn run(
     let set_other = set_request(other)?;
     let cfg = daemon::DaemonConfig {
         ring_frames,
+        budget,
         ..configs::daemon_config(base)?
     };
     let info = crate::start_daemon(&cfg, false).map_err(|e| super::explain_start_error(e, base))?;
