@@ -98,20 +98,7 @@ fn a_one_frame_budget_still_carries_a_stream() {
     let bytes: u64 = 256 << 20;
     // Well under a second when the path works. A stall fails the sender: after its 20 s it
     // gets no report from the receiver.
-    let o = run.exec(
-        "remote",
-        &[
-            "perf",
-            "stream",
-            "10.77.0.10",
-            "--duration",
-            "20",
-            "--bytes",
-            &bytes.to_string(),
-        ],
-    );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = stream_capped(&run, "10.77.0.10", bytes, 20);
     assert_eq!(v["receiver"]["bytes"].as_u64(), Some(bytes), "{v}");
     assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0), "{v}");
     let _ = srv.wait();

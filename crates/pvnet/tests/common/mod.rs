@@ -163,6 +163,12 @@ pub fn server(run: &Run, role: &str, addr: &str) -> Server {
 
 /// Streams `bytes` from the remote host to `addr`; returns the parsed receiver report.
 pub fn stream(run: &Run, addr: &str, bytes: u64) -> serde_json::Value {
+    stream_capped(run, addr, bytes, 120)
+}
+
+/// [`stream`], the sender giving up after `cap_secs` seconds (a stalled path then fails the
+/// stream sooner).
+pub fn stream_capped(run: &Run, addr: &str, bytes: u64, cap_secs: u32) -> serde_json::Value {
     let o = run.exec(
         "remote",
         &[
@@ -170,7 +176,7 @@ pub fn stream(run: &Run, addr: &str, bytes: u64) -> serde_json::Value {
             "stream",
             addr,
             "--duration",
-            "120",
+            &cap_secs.to_string(),
             "--bytes",
             &bytes.to_string(),
         ],
