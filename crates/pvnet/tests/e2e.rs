@@ -230,29 +230,18 @@ fn clear_errors_for_bad_input() {
         assert!(String::from_utf8_lossy(&o.stderr).contains("--guests"));
         let o = pvnet(&["bench", "--configs", "linux,warp"]);
         assert!(String::from_utf8_lossy(&o.stderr).contains("unknown configuration"));
-        for args in [
-            &["up", "--ring-frames", "100"][..],
-            &["bench", "--quick", "--ring-frames", "70000"][..],
+        let ring = "--ring-frames must be between 256 and 65536";
+        let budget = "--budget must be between 1 and 512";
+        for (args, want) in [
+            (&["up", "--ring-frames", "100"][..], ring),
+            (&["bench", "--quick", "--ring-frames", "70000"][..], ring),
+            (&["up", "--budget", "0"][..], budget),
+            (&["bench", "--quick", "--budget", "513"][..], budget),
         ] {
             let o = pvnet(args);
             assert!(!o.status.success(), "{args:?}");
             let err = String::from_utf8_lossy(&o.stderr);
-            assert!(
-                err.contains("--ring-frames must be between 256 and 65536"),
-                "{args:?}: {err}"
-            );
-        }
-        for args in [
-            &["up", "--budget", "0"][..],
-            &["bench", "--quick", "--budget", "513"][..],
-        ] {
-            let o = pvnet(args);
-            assert!(!o.status.success(), "{args:?}");
-            let err = String::from_utf8_lossy(&o.stderr);
-            assert!(
-                err.contains("--budget must be between 1 and 512"),
-                "{args:?}: {err}"
-            );
+            assert!(err.contains(want), "{args:?}: {err}");
         }
     } else {
         assert!(String::from_utf8_lossy(&o.stderr).contains("needs root"));
