@@ -122,7 +122,6 @@ pub const WIRE_MTU: u32 = 1500;
 pub const RING_FRAMES_MIN: u32 = 256;
 pub const RING_FRAMES_MAX: u32 = 65536;
 
-/// Checks a `--ring-frames` value.
 /// Frames per poll of the physical port unless `--budget` says otherwise (NAPI's weight).
 pub const DEFAULT_BUDGET: usize = 64;
 /// Bounds of the physical port's poll budget. The port is not polled while a guest's RX queue
@@ -131,6 +130,7 @@ pub const DEFAULT_BUDGET: usize = 64;
 pub const BUDGET_MIN: usize = 1;
 pub const BUDGET_MAX: usize = pvnet_dd::netback::RX_QUEUE_LIMIT / 2;
 
+/// Checks a `--budget` value.
 pub fn check_budget(n: usize) -> Result<usize> {
     if !(BUDGET_MIN..=BUDGET_MAX).contains(&n) {
         bail!("--budget must be between {BUDGET_MIN} and {BUDGET_MAX}, got {n}");
@@ -138,6 +138,7 @@ pub fn check_budget(n: usize) -> Result<usize> {
     Ok(n)
 }
 
+/// Checks a `--ring-frames` value.
 pub fn check_ring_frames(n: u32) -> Result<u32> {
     if !(RING_FRAMES_MIN..=RING_FRAMES_MAX).contains(&n) {
         bail!("--ring-frames must be between {RING_FRAMES_MIN} and {RING_FRAMES_MAX}, got {n}");
