@@ -32,6 +32,9 @@ use ring::{Geometry, Lease, Ring, Slot};
 /// 13 pages exactly. 4096 such slots are 6.5 MiB where 2 KiB slots were 8 MiB, and the smaller
 /// ring runs faster (README, "The physical port's packet ring").
 pub const DEFAULT_FRAME_SIZE: u32 = 1664;
+/// A lease taken more than `frame_nr - frame_nr / LEASE_HORIZON` frames ago is aging
+/// ([`Pnic::lease_aging`]): the kernel reaches its slot within a quarter of the ring.
+pub const LEASE_HORIZON: u32 = 4;
 /// Default number of ring slots.
 pub const DEFAULT_FRAME_NR: u32 = 4096;
 
@@ -499,6 +502,15 @@ impl Pnic {
     /// [`Buf::detach`] them first.
     pub fn lease_in_the_way(&self) -> bool {
         self.ring.leases() > 0 && self.ring.lease_in_the_way()
+    }
+
+    /// Whether the oldest lease still out was taken more than three quarters of the ring ago
+    /// ([`LEASE_HORIZON`]): the kernel, filling the ring in order, comes round to its slot
+    /// within a quarter of a ring's worth of frames, and drops every frame from then until
+    /// the lease is handed back. [`Buf::detach`] the old leases before that.
+    pub fn lease_aging(&mut self) -> bool {
+        let n = self.ring.geometry().frame_nr;
+        self.ring.oldest_lease_age() > n - n / LEASE_HORIZON
     }
 
     /// One NAPI poll: hands at most `budget` frames to `f`, releasing each slot back to the

@@ -211,6 +211,12 @@ pub(crate) struct Ring {
     head: u32,
     /// Slots leased out and not yet handed back.
     leases: Arc<AtomicU32>,
+    /// The oldest slot that may still be leased: every slot consumed before it has been
+    /// handed back.
+    tail: u32,
+    /// Slots consumed from `tail` up to `head` (0 to `frame_nr`), so also the age, in frames,
+    /// of the lease on `tail` when there is one.
+    behind: u32,
 }
 
 /// Hands the slot back to the kernel (unless it was leased) and advances the head, also when
@@ -218,6 +224,7 @@ pub(crate) struct Ring {
 struct Release<'r> {
     status: NonNull<AtomicU32>,
     head: &'r mut u32,
+    behind: &'r mut u32,
     frame_nr: u32,
     taken: &'r Cell<bool>,
 }
@@ -230,6 +237,7 @@ impl Drop for Release<'_> {
             unsafe { self.status.as_ref() }.store(libc::TP_STATUS_KERNEL, Ordering::Release);
         }
         *self.head = (*self.head + 1) % self.frame_nr;
+        *self.behind += 1;
     }
 }
 
@@ -260,6 +268,8 @@ impl Ring {
             geo,
             head: 0,
             leases: Arc::new(AtomicU32::new(0)),
+            tail: 0,
+            behind: 0,
         })
     }
 
@@ -283,6 +293,23 @@ impl Ring {
     pub fn lease_in_the_way(&self) -> bool {
         let n = self.geo.frame_nr;
         self.is_leased(self.head + n - 1) || self.is_leased(self.head)
+    }
+
+    /// How many frames ago the oldest lease still out was taken (0 when none is out). The
+    /// kernel fills the ring in order, so it comes round to that slot after `frame_nr` minus
+    /// this many frames, fewer the further it is ahead of the head. Passes over the slots
+    /// handed back since the last call: one status word per slot and lap.
+    pub fn oldest_lease_age(&mut self) -> u32 {
+        let n = self.geo.frame_nr;
+        if self.leases() == 0 {
+            (self.tail, self.behind) = (self.head, 0);
+            return 0;
+        }
+        while self.behind > 0 && !self.is_leased(self.tail) {
+            self.tail = (self.tail + 1) % n;
+            self.behind -= 1;
+        }
+        self.behind
     }
 
     pub fn geometry(&self) -> Geometry {
@@ -320,6 +347,7 @@ impl Ring {
         let _release = Release {
             status: status_ptr,
             head: &mut self.head,
+            behind: &mut self.behind,
             frame_nr,
             taken: &taken,
         };

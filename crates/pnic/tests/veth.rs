@@ -673,3 +673,42 @@ fn leased_slots_keep_their_frames_until_handed_back() {
     drop(p);
     assert_eq!((test_seq(&kept), kept.len()), (Some(7), 200));
 }
+
+/// The oldest lease still out ages with every slot consumed after it and is reported as aging
+/// once the kernel could reach its slot within a quarter of the ring; handed back, the age is
+/// the next lease's, or none.
+#[test]
+fn lease_aging_follows_the_oldest_lease_still_out() {
+    if !is_root() {
+        return;
+    }
+    let bed = Bed::new();
+    // 8 slots: a lease is aging when taken more than 6 frames ago.
+    let mut p = open_a_slots(&bed, 8, 2048);
+    let s = peer(&bed, false);
+    assert!(!p.lease_aging(), "no lease out");
+    send_test(&s, 0..1, 100);
+    let first = take_test_frames(&mut p, 1);
+    send_test(&s, 1..2, 100);
+    let second = take_test_frames(&mut p, 1);
+    send_test(&s, 2..6, 100);
+    assert_eq!(collect_seqs(&mut p, 4, 2000), [2, 3, 4, 5]);
+    assert!(!p.lease_aging(), "slot 0 taken 6 frames ago");
+    send_test(&s, 6..7, 100);
+    assert_eq!(collect_seqs(&mut p, 1, 2000), [6]);
+    assert!(p.lease_aging(), "slot 0 taken 7 frames ago");
+    drop(first);
+    assert!(
+        !p.lease_aging(),
+        "the oldest is now slot 1, taken 6 frames ago"
+    );
+    send_test(&s, 7..8, 100);
+    assert_eq!(collect_seqs(&mut p, 1, 2000), [7]);
+    assert!(p.lease_aging(), "slot 1 taken 7 frames ago");
+    drop(second);
+    assert!(!p.lease_aging(), "none out");
+    // The ring receives on, past the slots handed back.
+    send_test(&s, 8..16, 100);
+    assert_eq!(collect_seqs(&mut p, 8, 2000), (8..16).collect::<Vec<_>>());
+    assert!(!p.lease_aging());
+}
