@@ -266,6 +266,10 @@ struct DaemonStats {
     sleeps_detaching: u64,
     /// Of those, the sleeps for which the newest buffers were not enough (everything went).
     sleeps_detaching_all: u64,
+    /// Polls after which the oldest lease was aging ([`Pnic::lease_aging`]), and the leased
+    /// buffers then copied to the heap (all of them) so the kernel would not stop at it.
+    aging_detaches: u64,
+    aging_detached: u64,
     flooded_copies: u64,
     linearized_bytes: u64,
     ddtap_rx: u64,
@@ -794,16 +798,23 @@ impl Daemon {
             }
         }
         if in_the_way(self) {
-            n += self.lro.as_mut().map_or(0, Lro::detach_held);
-            for v in self.vifs.values_mut() {
-                if let Some(nb) = v.netback.as_mut() {
-                    n += nb.detach_queued();
-                }
-            }
+            n += self.detach_all_leases();
             self.stats.sleeps_detaching_all += 1;
         }
         self.stats.leases_detached += n as u64;
         debug_assert!(!in_the_way(self));
+    }
+
+    /// Copies every buffer still leased from the port's ring to the heap: the held
+    /// aggregates' and the packets waiting for a guest. Returns how many it copied.
+    fn detach_all_leases(&mut self) -> usize {
+        let mut n = self.lro.as_mut().map_or(0, Lro::detach_held);
+        for v in self.vifs.values_mut() {
+            if let Some(nb) = v.netback.as_mut() {
+                n += nb.detach_queued();
+            }
+        }
+        n
     }
 
     fn run_once(&mut self, timeout: Duration) -> Result<()> {
@@ -1017,6 +1028,12 @@ impl Daemon {
             self.stats.polls_full_budget += 1;
         }
         self.flush_vifs();
+        // A guest that has not taken its packets for most of a ring's worth of frames would
+        // soon have the kernel stop at their slots and drop everything behind them.
+        if self.pnic.as_mut().is_some_and(Pnic::lease_aging) {
+            self.stats.aging_detaches += 1;
+            self.stats.aging_detached += self.detach_all_leases() as u64;
+        }
         n == budget
     }
 
