@@ -214,8 +214,8 @@ pub(crate) struct Ring {
     /// The oldest slot that may still be leased: every slot consumed before it has been
     /// handed back.
     tail: u32,
-    /// Slots consumed from `tail` up to `head` (0 to `frame_nr`), so also the age, in frames,
-    /// of the lease on `tail` when there is one.
+    /// Slots consumed since `tail` (at most `frame_nr` when the age is asked once a lap), so
+    /// also the age, in frames, of the lease on `tail` when there is one.
     behind: u32,
 }
 
@@ -237,7 +237,7 @@ impl Drop for Release<'_> {
             unsafe { self.status.as_ref() }.store(libc::TP_STATUS_KERNEL, Ordering::Release);
         }
         *self.head = (*self.head + 1) % self.frame_nr;
-        *self.behind += 1;
+        *self.behind = self.behind.saturating_add(1);
     }
 }
 
@@ -298,7 +298,9 @@ impl Ring {
     /// How many frames ago the oldest lease still out was taken (0 when none is out). The
     /// kernel fills the ring in order, so it comes round to that slot after `frame_nr` minus
     /// this many frames, fewer the further it is ahead of the head. Passes over the slots
-    /// handed back since the last call: one status word per slot and lap.
+    /// handed back since the last call: one status word per slot and lap. Called less than
+    /// once a lap it can only overstate the age (a slot leased again on a later lap looks
+    /// as old as the first lease on it was).
     pub fn oldest_lease_age(&mut self) -> u32 {
         let n = self.geo.frame_nr;
         if self.leases() == 0 {
