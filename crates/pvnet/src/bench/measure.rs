@@ -73,6 +73,10 @@ pub struct Sample {
     /// the remote host's namespace): retransmissions that were not needed, because the segment
     /// was reordered or delayed, not lost.
     pub dsacked_segments: u64,
+    /// Frames the kernel dropped at the physical port's packet ring during the stream (PV
+    /// configurations; `tp_drops` of the port's `PACKET_STATISTICS`): the ring was full, or
+    /// its next slot was still leased. None natively (no port).
+    pub port_drops: Option<u64>,
     /// Busy fraction (0..1) of the receiving and the sending CPU during the stream.
     pub rx_cpu_busy: f64,
     pub tx_cpu_busy: f64,
@@ -175,6 +179,7 @@ fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Resul
     all.push(info.pid);
     note_others(&mut s, &info.id);
     let snmp_before = tcp_counters(&remote)?;
+    let drops_before = port_drops(info, mode);
     let rx_before = cpu::sample(RX_CPU, &all)?;
     let tx_before = cpu::sample(TX_CPU, &[])?;
     let limit = Duration::from_secs_f64(p.stream_seconds + 30.0);
@@ -261,6 +266,9 @@ fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Resul
         s.cycles_per_byte_guest = Some(cpb(s.guest_ns));
         s.stat = crate::daemon::admin_call(&info.id, &crate::daemon::AdminRequest::Stat)
             .unwrap_or_default();
+        s.port_drops = drops_of(&s.stat)
+            .zip(drops_before)
+            .map(|(a, b)| a.saturating_sub(b));
         let l = &s.stat["lro"];
         if l.is_object() {
             s.lro_rate = l["lro_rate"].as_f64();
@@ -285,6 +293,21 @@ fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Resul
     }
     drop(server);
     Ok(s)
+}
+
+/// The kernel's drops at the physical port so far (PV configurations), from the daemon.
+fn port_drops(info: &RunInfo, mode: Mode) -> Option<u64> {
+    if mode != Mode::Xen {
+        return None;
+    }
+    crate::daemon::admin_call(&info.id, &crate::daemon::AdminRequest::Stat)
+        .ok()
+        .and_then(|st| drops_of(&st))
+}
+
+/// `pnic.kernel_drops` of a `pvnet stat` answer.
+fn drops_of(stat: &serde_json::Value) -> Option<u64> {
+    stat["pnic"]["kernel_drops"].as_u64()
 }
 
 /// One TCP_RR run's figures.

@@ -392,7 +392,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         println!("{}\n", report::paired_verdict_note(p));
     }
     println!("{}\n", report::limit_note(&run.summary, args.msg_size));
-    if let Some(w) = report::concurrency_warning(&run) {
+    for w in report::warnings(&run) {
         eprintln!("pvnet bench: warning: {w}");
     }
     write_outputs(&run, &out, args.json.as_deref())?;
@@ -483,7 +483,7 @@ pub fn results_json(run: &Run) -> Value {
         "sweep": sweep,
         "rr_paired": run.paired,
         "rr_paired_error": run.paired_error,
-        "warnings": report::concurrency_warning(run).into_iter().collect::<Vec<_>>(),
+        "warnings": report::warnings(run),
         "samples": run.samples,
     })
 }

@@ -144,8 +144,8 @@ pub fn tables(cs: &[ConfigSummary], reps: usize) -> Vec<Table> {
             &["flush_latency_us.p50", "flush_latency_us.p99"],
         ),
         (
-            "TCP retransmissions per stream",
-            &["retransmissions", "dsacked_segments"],
+            "Retransmissions and drops per stream",
+            &["retransmissions", "dsacked_segments", "port_drops"],
         ),
         (
             "Which side limits the stream",
@@ -273,6 +273,43 @@ pub fn concurrency_warning(run: &Run) -> Option<String> {
         run.samples.iter().filter(|s| !s.warmup).count(),
         ids.join(", ")
     ))
+}
+
+/// A warning when the kernel dropped frames at the physical port in measured streams: the
+/// port's packet ring overflowed, so TCP lost segments and the figures include its recovery.
+pub fn port_drop_warning(samples: &[super::measure::Sample]) -> Option<String> {
+    let lossy: Vec<&super::measure::Sample> = samples
+        .iter()
+        .filter(|s| !s.warmup && s.port_drops.is_some_and(|d| d > 0))
+        .collect();
+    if lossy.is_empty() {
+        return None;
+    }
+    let measured = samples
+        .iter()
+        .filter(|s| !s.warmup && s.port_drops.is_some())
+        .count();
+    let mut configs: Vec<&str> = Vec::new();
+    for s in &lossy {
+        if !configs.contains(&s.config.as_str()) {
+            configs.push(&s.config);
+        }
+    }
+    Some(format!(
+        "the kernel dropped {} frames at the physical port in {} of {} measured PV streams ({}): its packet ring overflowed; a larger --ring-frames gives the driver domain more slack.",
+        lossy.iter().filter_map(|s| s.port_drops).sum::<u64>(),
+        lossy.len(),
+        measured,
+        configs.join(", ")
+    ))
+}
+
+/// Every warning about the run's figures.
+pub fn warnings(run: &Run) -> Vec<String> {
+    concurrency_warning(run)
+        .into_iter()
+        .chain(port_drop_warning(&run.samples))
+        .collect()
 }
 
 /// The paired TCP_RR comparison: one column per configuration, rounds' medians and the median
@@ -447,7 +484,8 @@ pub fn markdown(run: &Run) -> String {
          A kernel without `CONFIG_IRQ_TIME_ACCOUNTING` charges softirq time to the task it interrupted, so part of the physical port's softirq counts in the guest's share.\n\
          - LRO rate: segments in ÷ aggregates out at the physical port during the stream; flush latency: TSC ticks from an aggregate's first segment to its flush (daemon histogram).\n\
          - Retransmissions: `Tcp: RetransSegs` of the sender's namespace before and after the stream; \
-         \"D-SACKed\": `TcpExt: TCPDSACKRecvSegs` likewise, the segments the receiver reported as duplicates, i.e. retransmissions of segments that were reordered, not lost.\n\
+         \"D-SACKed\": `TcpExt: TCPDSACKRecvSegs` likewise, the segments the receiver reported as duplicates, i.e. retransmissions of segments that were reordered, not lost. \
+         Frames dropped at the physical port: the kernel's count (`PACKET_STATISTICS`) for the port's packet ring before and after the stream, frames that found the ring full or its next slot still leased.\n\
          - Which side limits: busy fraction of CPU 0 (receiving side) and CPU 1 (sender) during the stream.\n",
     );
     let errors: Vec<String> = run
@@ -456,6 +494,13 @@ pub fn markdown(run: &Run) -> String {
         .flat_map(|c| c.errors.iter().map(move |e| format!("- {}: {e}", c.name)))
         .chain(run.paired_error.iter().map(|e| format!("- {e}")))
         .collect();
+    let warnings = warnings(run);
+    if !warnings.is_empty() {
+        s.push_str("\n## Warnings\n\n");
+        for w in &warnings {
+            let _ = writeln!(s, "- {w}");
+        }
+    }
     if !errors.is_empty() {
         s.push_str("\n## Errors\n\n");
         s.push_str(&errors.join("\n"));
@@ -519,6 +564,39 @@ mod tests {
         assert!(md.contains("| | linux | xen |"), "{md}");
         assert!(md.contains("| vs Linux % | 100.0 | 33.3 |"), "{md}");
         assert!(iv.text().contains("vs Linux %"));
+    }
+
+    #[test]
+    fn port_drops_in_measured_streams_raise_a_warning() {
+        let s = |c: &str, rep, drops: Option<u64>| Sample {
+            config: c.into(),
+            rep,
+            warmup: rep == 0,
+            port_drops: drops,
+            ..Sample::default()
+        };
+        let clean = [
+            s("linux", 1, None),
+            s("xen", 0, Some(9)),
+            s("xen", 1, Some(0)),
+        ];
+        assert_eq!(
+            port_drop_warning(&clean),
+            None,
+            "a warm-up's drops do not count"
+        );
+        let lossy = [
+            s("linux", 1, None),
+            s("xen", 1, Some(0)),
+            s("lro", 1, Some(10)),
+            s("bo", 1, Some(7)),
+            s("lro", 2, Some(3)),
+        ];
+        let w = port_drop_warning(&lossy).expect("a warning");
+        assert!(
+            w.starts_with("the kernel dropped 20 frames at the physical port in 3 of 4 measured PV streams (lro, bo)"),
+            "{w}"
+        );
     }
 
     #[test]

@@ -114,6 +114,13 @@ pub const METRICS: &[Metric] = &[
         decimals: 0,
     },
     Metric {
+        key: "port_drops",
+        label: "frames dropped at the physical port",
+        get: |s| s.port_drops.map(|d| d as f64),
+        ratios: false,
+        decimals: 0,
+    },
+    Metric {
         key: "cpu_busy_pct.rx",
         label: "CPU 0 (receiver) busy %",
         get: |s| Some(100.0 * s.rx_cpu_busy),
