@@ -512,8 +512,9 @@ fn small_ring_overflows_and_recovers() {
     assert_eq!(st3.tp_drops, st.tp_drops);
 }
 
-/// Rough numbers (printed, not asserted): cost of draining a full ring, and frames/s polled
-/// while a peer thread streams 64-byte frames.
+/// Rough numbers (printed): cost of draining a full ring, and frames/s polled while a peer
+/// thread streams 64-byte frames. Asserted: every test frame the peer sent was polled once,
+/// in order, or counted as a kernel drop.
 #[test]
 fn measure_poll_rate() {
     if !is_root() {
@@ -526,33 +527,43 @@ fn measure_poll_rate() {
     // Drain a full ring, three times (the first pass over a fresh mapping is slower).
     let n_fill = p.frame_nr();
     for round in 0..3 {
+        let drops0 = p.stats().tp_drops;
         for i in 0..n_fill {
             s.send(&test_frame(MAC_A, MAC_B, i, 60)).unwrap();
         }
         std::thread::sleep(Duration::from_millis(100));
         let t = Instant::now();
         let mut got = 0usize;
-        let mut sum = 0u64;
+        let mut seqs = Vec::with_capacity(n_fill as usize);
         loop {
-            let n = p.poll(64, |f| sum += u64::from(f.data()[14]));
+            let n = p.poll(64, |f| seqs.extend(test_seq(f.data())));
             got += n;
             if n == 0 {
                 break;
             }
         }
         let dt = t.elapsed();
-        std::hint::black_box(sum);
+        let drops = p.stats().tp_drops - drops0;
         eprintln!(
             "drain round {round}: {got} frames in {dt:?} = {:.1} ns/frame ({:.1} Mframes/s); \
-             kernel drops {}",
+             kernel drops {drops}",
             dt.as_nanos() as f64 / got.max(1) as f64,
             got as f64 / dt.as_secs_f64() / 1e6,
-            p.stats().tp_drops
+        );
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]) && seqs.iter().all(|&q| q < n_fill),
+            "round {round}: test frames out of order, repeated or foreign"
+        );
+        assert!(
+            seqs.len() as u64 + drops >= u64::from(n_fill),
+            "round {round}: {} of {n_fill} polled and {drops} dropped: frames lost unaccounted",
+            seqs.len()
         );
     }
 
     // Streaming: a sender thread in the peer namespace, the poller here.
     const N: u32 = 300_000;
+    let drops0 = p.stats().tp_drops;
     let sender = std::thread::spawn(move || {
         let f = test_frame(MAC_A, MAC_B, 0, 60);
         let t = Instant::now();
@@ -566,6 +577,7 @@ fn measure_poll_rate() {
     });
     let t = Instant::now();
     let mut got = 0u64;
+    let mut test_got = 0u64;
     let mut polls = 0u64;
     let mut idle = 0;
     while idle < 50 {
@@ -575,20 +587,28 @@ fn measure_poll_rate() {
             }
             continue;
         }
-        let n = p.poll(64, |_| {});
+        let n = p.poll(64, |f| test_got += u64::from(test_seq(f.data()).is_some()));
         polls += 1;
         got += n as u64;
     }
     let (sent, sdt) = sender.join().unwrap();
     let dt = t.elapsed().saturating_sub(Duration::from_millis(500));
-    let st = p.stats();
+    let drops = p.stats().tp_drops - drops0;
     eprintln!(
         "stream: sender {sent} frames in {sdt:?} ({:.2} Mframes/s); polled {got} in ~{dt:?} \
-         ({:.2} Mframes/s, {:.1} frames/poll); kernel drops {} (since start)",
+         ({:.2} Mframes/s, {:.1} frames/poll); kernel drops {drops}",
         f64::from(sent) / sdt.as_secs_f64() / 1e6,
         got as f64 / dt.as_secs_f64() / 1e6,
         got as f64 / polls.max(1) as f64,
-        st.tp_drops
+    );
+    assert!(sent > 0, "the peer sent nothing");
+    assert!(
+        test_got <= u64::from(sent),
+        "{test_got} polled of {sent} sent"
+    );
+    assert!(
+        test_got + drops >= u64::from(sent),
+        "{test_got} polled and {drops} dropped of {sent} sent: frames lost unaccounted"
     );
 }
 
