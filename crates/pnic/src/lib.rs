@@ -514,9 +514,10 @@ impl Pnic {
     }
 
     /// One NAPI poll: hands at most `budget` frames to `f`, releasing each slot back to the
-    /// kernel right after `f` returns, unless `f` took it ([`RxFrame::take`]). Returns the number handed over (== `budget` means "more
-    /// may be waiting, poll again"). Slots with an invalid header are released, counted in
-    /// `rx_bad`, and not counted against the budget (at most one ring's worth per call).
+    /// kernel right after `f` returns, unless `f` took it ([`RxFrame::take`]). Returns the
+    /// number handed over (== `budget` means "more may be waiting, poll again"). Slots with an
+    /// invalid header are released, counted in `rx_bad`, and not counted against the budget
+    /// (at most one ring's worth per call).
     pub fn poll(&mut self, budget: usize, mut f: impl FnMut(RxFrame<'_>)) -> usize {
         let mut handed = 0;
         let mut bad_left = self.ring.geometry().frame_nr as usize;
