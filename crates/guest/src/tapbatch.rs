@@ -20,6 +20,7 @@
 //! A batch of one packet is a plain `writev`. If the ring cannot be set up, or the kernel
 //! refuses it, every batch falls back to one `writev` per packet.
 
+use std::borrow::Borrow;
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, RawFd};
 
@@ -32,9 +33,10 @@ use crate::netfront::RxPacket;
 /// Packets per `io_uring_enter`: the RX ring's size, so one pass is one call.
 pub const BATCH: u32 = 256;
 
-/// Writes batches of packets into a TAP.
-pub struct TapBatch<'t> {
-    tap: &'t Tap,
+/// Writes batches of packets into a TAP, which it borrows (`&Tap`, netfront) or owns (`Tap`,
+/// the daemon's relay).
+pub struct TapBatch<T: Borrow<Tap>> {
+    tap: T,
     /// `tap`'s descriptor, for the ring's entries.
     fd: RawFd,
     ring: Option<IoUring>,
@@ -47,16 +49,16 @@ pub struct TapBatch<'t> {
     pub fallback: Option<String>,
 }
 
-impl<'t> TapBatch<'t> {
+impl<T: Borrow<Tap>> TapBatch<T> {
     /// A batch writer for `tap`.
-    pub fn new(tap: &'t Tap) -> TapBatch<'t> {
+    pub fn new(tap: T) -> TapBatch<T> {
         let (ring, fallback) = match IoUring::new(BATCH) {
             Ok(r) => (Some(r), None),
             Err(e) => (None, Some(format!("io_uring_setup: {e}"))),
         };
         TapBatch {
+            fd: tap.borrow().fd().as_raw_fd(),
             tap,
-            fd: tap.fd().as_raw_fd(),
             ring,
             hdrs: Vec::with_capacity(BATCH as usize),
             iovs: Vec::with_capacity(BATCH as usize * 4),
@@ -94,16 +96,28 @@ impl<'t> TapBatch<'t> {
         }
     }
 
+    /// The TAP written into.
+    pub fn tap(&self) -> &Tap {
+        self.tap.borrow()
+    }
+
     fn write_one(&self, p: &RxPacket<'_>) -> bool {
         let h = p.hdr.to_bytes();
-        let mut iov: [IoSlice<'_>; 24] = [IoSlice::new(&[]); 24];
-        iov[0] = IoSlice::new(&h);
-        let n = p.pieces.len().min(iov.len() - 1);
-        for (d, s) in iov[1..].iter_mut().zip(&p.pieces[..n]) {
+        let want = h.len() + p.pieces.iter().map(|s| s.len()).sum::<usize>();
+        // A netfront packet has at most 18 pieces and fits the iovec on the stack; an
+        // aggregate the relay passes as a chain (a head and up to 45 segments) takes a Vec.
+        let mut a: [IoSlice<'_>; 24] = [IoSlice::new(&h); 24];
+        let mut v: Vec<IoSlice<'_>>;
+        let iov: &mut [IoSlice<'_>] = if p.pieces.len() < a.len() {
+            &mut a[..p.pieces.len() + 1]
+        } else {
+            v = vec![IoSlice::new(&h); p.pieces.len() + 1];
+            &mut v
+        };
+        for (d, s) in iov[1..].iter_mut().zip(p.pieces) {
             *d = IoSlice::new(s);
         }
-        let want = h.len() + p.pieces.iter().map(|s| s.len()).sum::<usize>();
-        n == p.pieces.len() && self.tap.writev(&iov[..n + 1]).is_ok_and(|w| w == want)
+        self.tap().writev(iov).is_ok_and(|w| w == want)
     }
 
     /// One `io_uring_enter` for the chunk; fills `ok`. Err: the ring failed (nothing is in

@@ -42,6 +42,7 @@ use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::relay::RelayTap;
 use crate::rundir::{self, RunInfo};
 
 const PORT_PNIC: PortId = PortId(0);
@@ -59,6 +60,7 @@ const EV_GUEST_CTL: u64 = 1 << 20;
 const EV_EVTCHN: u64 = 2 << 20;
 const EV_ATTACH: u64 = 3 << 20;
 const EV_ADMIN_CONN: u64 = 4 << 20;
+const EV_RELAY: u64 = 5 << 20;
 
 /// The event channel port every vif uses inside its domain.
 const VIF_PORT: u32 = 1;
@@ -70,8 +72,11 @@ const SPARE_PAGES: u32 = 16;
 pub enum Mode {
     /// No virtualization: the driver domain's veth end gets an address, receivers run there.
     Linux,
-    /// The PV path without aggregation.
+    /// The PV path (aggregation as configured).
     Xen,
+    /// The floor of this emulation: the physical port's packet ring and each guest's TAP,
+    /// served by the daemon itself, without the Xen machinery in between (`crate::relay`).
+    Relay,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -309,6 +314,9 @@ pub struct Daemon {
     gate: PortGate,
     ddtap: Option<Tap>,
     vifs: BTreeMap<u16, Vif>,
+    /// Mode relay: each guest's TAP, served directly, by domid (its bridge port is the one a
+    /// vif of that domid would have).
+    relays: BTreeMap<u16, RelayTap>,
     ep: Epoll,
     sigfd: SignalFd,
     admin: OwnedFd,
@@ -377,10 +385,13 @@ impl Daemon {
         let sigfd = signal_fd()?;
         let id = RunId::parse(&cfg.id)?;
         std::fs::create_dir_all(rundir::run_dir(&cfg.id))?;
-        let guests = if cfg.mode == Mode::Linux {
-            0
-        } else {
-            cfg.guests + cfg.attach
+        let guests = match cfg.mode {
+            Mode::Linux => 0,
+            Mode::Xen => cfg.guests + cfg.attach,
+            Mode::Relay if cfg.attach > 0 => {
+                bail!("mode relay has no frontends to attach (--attach needs --mode xen)")
+            }
+            Mode::Relay => cfg.guests,
         };
         let testbed = Testbed::create(TestbedConfig {
             id,
@@ -436,6 +447,7 @@ impl Daemon {
             gate: PortGate::default(),
             ddtap: None,
             vifs: BTreeMap::new(),
+            relays: BTreeMap::new(),
             ep,
             sigfd,
             admin,
@@ -452,36 +464,13 @@ impl Daemon {
         match d.cfg.mode {
             Mode::Linux => d.testbed.native_addr()?,
             Mode::Xen => d.start_pv()?,
+            Mode::Relay => d.start_relay()?,
         }
         Ok(d)
     }
 
     fn start_pv(&mut self) -> Result<()> {
-        // The daemon's thread lives in the driver domain's namespace from here on.
-        self.testbed.dd.enter()?;
-        // Slots sized for the port's MTU: a longer frame would arrive truncated and be lost.
-        let mtu = link::get_mtu(&self.testbed.dd_if)
-            .with_context(|| format!("reading the MTU of {}", self.testbed.dd_if))?;
-        let pcfg = PnicConfig {
-            frame_nr: check_ring_frames(self.cfg.ring_frames)?,
-            frame_size: pvnet_pnic::frame_size_for_mtu(mtu),
-            ..PnicConfig::new(self.testbed.dd_if.clone())
-        };
-        let pnic = Pnic::open(&pcfg)
-            .map_err(|e| anyhow!("opening the physical port {}: {e}", self.testbed.dd_if))?;
-        self.pnic = Some(pnic);
-        self.pnic_watched = true;
-        self.bridge.add_port(PORT_PNIC);
-
-        let tap = Tap::open("pvdd0", true).context("creating the driver domain's stack port")?;
-        link::set_mac(tap.name(), [0x02, 0x70, 0x76, 0, 0, 0x02])?;
-        link::add_ipv4(tap.name(), topology::dd_addr(), topology::SUBNET_PREFIX)?;
-        link::set_up(tap.name(), true)?;
-        self.ep
-            .add(tap.fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_DDTAP))?;
-        self.ddtap = Some(tap);
-        self.bridge.add_port(PORT_DDSTACK);
-
+        self.open_ports()?;
         for i in 0..self.cfg.guests + self.cfg.attach {
             let spawn = i < self.cfg.guests;
             self.create_guest(i, spawn)?;
@@ -508,6 +497,51 @@ impl Daemon {
                 v.failed.as_deref().unwrap_or("")
             );
         }
+        Ok(())
+    }
+
+    /// Mode relay: the ports, then each guest's TAP in its namespace, served by the daemon.
+    fn start_relay(&mut self) -> Result<()> {
+        self.open_ports()?;
+        for i in 0..self.cfg.guests {
+            let domid = DomId(i as u16 + 1);
+            let r = RelayTap::create(&self.testbed.guests[i], i)?;
+            self.ep.add(
+                r.tap().fd(),
+                EpollEvent::new(EpollFlags::EPOLLIN, EV_RELAY | domid.0 as u64),
+            )?;
+            self.bridge.add_port(vif_port(domid));
+            self.relays.insert(domid.0, r);
+        }
+        Ok(())
+    }
+
+    /// The driver domain's two own ports: the physical port and its stack's TAP.
+    fn open_ports(&mut self) -> Result<()> {
+        // The daemon's thread lives in the driver domain's namespace from here on.
+        self.testbed.dd.enter()?;
+        // Slots sized for the port's MTU: a longer frame would arrive truncated and be lost.
+        let mtu = link::get_mtu(&self.testbed.dd_if)
+            .with_context(|| format!("reading the MTU of {}", self.testbed.dd_if))?;
+        let pcfg = PnicConfig {
+            frame_nr: check_ring_frames(self.cfg.ring_frames)?,
+            frame_size: pvnet_pnic::frame_size_for_mtu(mtu),
+            ..PnicConfig::new(self.testbed.dd_if.clone())
+        };
+        let pnic = Pnic::open(&pcfg)
+            .map_err(|e| anyhow!("opening the physical port {}: {e}", self.testbed.dd_if))?;
+        self.pnic = Some(pnic);
+        self.pnic_watched = true;
+        self.bridge.add_port(PORT_PNIC);
+
+        let tap = Tap::open("pvdd0", true).context("creating the driver domain's stack port")?;
+        link::set_mac(tap.name(), [0x02, 0x70, 0x76, 0, 0, 0x02])?;
+        link::add_ipv4(tap.name(), topology::dd_addr(), topology::SUBNET_PREFIX)?;
+        link::set_up(tap.name(), true)?;
+        self.ep
+            .add(tap.fd(), EpollEvent::new(EpollFlags::EPOLLIN, EV_DDTAP))?;
+        self.ddtap = Some(tap);
+        self.bridge.add_port(PORT_DDSTACK);
         Ok(())
     }
 
@@ -840,7 +874,7 @@ impl Daemon {
                     self.lro_armed = None;
                     self.lro_expire();
                 }
-                EV_DDTAP => self.ddtap_input(),
+                EV_DDTAP => self.tap_input(PORT_DDSTACK),
                 EV_ADMIN => self.admin_accept(),
                 _ => {
                     let dom = (tok & 0xffff) as u16;
@@ -849,6 +883,7 @@ impl Daemon {
                         EV_EVTCHN => self.vif_event(dom),
                         EV_ATTACH => self.attach_accept(dom)?,
                         EV_ADMIN_CONN => self.admin_request(tok),
+                        EV_RELAY => self.tap_input(vif_port(DomId(dom))),
                         _ => {}
                     }
                 }
@@ -872,7 +907,9 @@ impl Daemon {
                     } else if tok == EV_SIGNAL {
                         self.stopping = true;
                     } else if tok == EV_DDTAP {
-                        self.ddtap_input();
+                        self.tap_input(PORT_DDSTACK);
+                    } else if tok & !0xffff == EV_RELAY {
+                        self.tap_input(vif_port(DomId((tok & 0xffff) as u16)));
                     } else if tok & !0xffff == EV_GUEST_CTL {
                         self.guest_ctl((tok & 0xffff) as u16)?;
                     } else if tok == EV_ADMIN {
@@ -1075,6 +1112,10 @@ impl Daemon {
     }
 
     fn deliver(&mut self, port: PortId, pkt: Packet) {
+        if let Some(r) = self.relays.get_mut(&(port.0 - 1)) {
+            r.push(pkt);
+            return;
+        }
         if port != PORT_PNIC && port != PORT_DDSTACK {
             if let Some(nb) = self.vifs.get_mut(&(port.0 - 1)).and_then(|v| {
                 v.dirty = true;
@@ -1125,6 +1166,9 @@ impl Daemon {
             if let Some(Err(f)) = v.netback.as_mut().map(Netback::rx_flush) {
                 failed.push((*d, f));
             }
+        }
+        for r in self.relays.values_mut().filter(|r| r.dirty()) {
+            r.flush();
         }
         for (d, f) in failed {
             self.disconnect(d, f);
@@ -1177,23 +1221,35 @@ impl Daemon {
         // Packets still waiting for this guest's buffers: the guest's notification re-arms us.
     }
 
-    fn ddtap_input(&mut self) {
+    /// Frames from a TAP the daemon serves: the driver domain's stack (`PORT_DDSTACK`) or a
+    /// relayed guest (its vif port).
+    fn tap_input(&mut self, port: PortId) {
         let mut buf = std::mem::take(&mut self.ddtap_buf);
         buf.resize(65536 + VNET_HDR_LEN, 0);
         for _ in 0..64 {
-            let Some(t) = self.ddtap.as_ref() else { break };
-            let n = match t.readv(&mut [IoSliceMut::new(&mut buf)]) {
+            let (tap, rx, errors) = match self.relays.get_mut(&(port.0 - 1)) {
+                Some(r) => {
+                    let (t, s) = r.tap_and_stats();
+                    (t, &mut s.from_guest, &mut s.from_guest_errors)
+                }
+                None if port == PORT_DDSTACK => match self.ddtap.as_ref() {
+                    Some(t) => (t, &mut self.stats.ddtap_rx, &mut self.stats.ddtap_errors),
+                    None => break,
+                },
+                None => break,
+            };
+            let n = match tap.readv(&mut [IoSliceMut::new(&mut buf)]) {
                 Ok(n) => n,
                 Err(_) => break,
             };
             if n < VNET_HDR_LEN + 14 {
-                self.stats.ddtap_errors += 1;
+                *errors += 1;
                 continue;
             }
+            *rx += 1;
             let vh = VirtioNetHdr::parse(&buf).expect("10 bytes");
-            self.stats.ddtap_rx += 1;
             let pkt = Packet::linear(vh, buf[VNET_HDR_LEN..n].to_vec());
-            self.route(PORT_DDSTACK, pkt);
+            self.route(port, pkt);
         }
         self.ddtap_buf = buf;
         self.flush_vifs();
@@ -1577,6 +1633,11 @@ impl Daemon {
             "lro": self.lro.as_ref().map(Lro::stats),
             "grant": self.hv.stats(),
             "vifs": vifs,
+            "relay": (self.cfg.mode == Mode::Relay).then(|| {
+                self.relays.iter().map(|(d, r)| json!({
+                    "domid": d, "mac": format_mac(&r.mac), "stats": r.stats,
+                })).collect::<Vec<_>>()
+            }),
         })
     }
 
@@ -1618,6 +1679,7 @@ impl Daemon {
             }
         }
         self.vifs.clear();
+        self.relays.clear();
         self.pnic = None;
         self.ddtap = None;
         if let Err(e) = self.testbed.teardown() {

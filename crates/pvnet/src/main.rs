@@ -2,6 +2,7 @@
 
 mod bench;
 mod daemon;
+mod relay;
 mod rundir;
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -38,7 +39,9 @@ enum Cmd {
         /// Guests to start.
         #[arg(long, default_value_t = 1)]
         guests: usize,
-        /// `xen` (the PV path) or `linux` (no virtualization: the driver domain's veth end gets 10.77.0.2).
+        /// `xen` (the PV path), `linux` (no virtualization: the driver domain's veth end gets
+        /// 10.77.0.2) or `relay` (the daemon writes each guest's packets straight into its TAP:
+        /// the packet ring and the TAP without the Xen machinery, this emulation's floor).
         #[arg(long, value_enum, default_value_t = Mode::Xen)]
         mode: Mode,
         /// Run id (default: a fresh one); names are pvnet-<id>-<role>.
@@ -274,8 +277,14 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let settings = lro.settings()?;
             need_root("up")?;
-            if guests == 0 && mode == Mode::Xen && attach == 0 {
+            if guests == 0 && mode != Mode::Linux && attach == 0 {
                 bail!("--guests must be at least 1");
+            }
+            if mode == Mode::Relay && attach > 0 {
+                bail!("--attach needs --mode xen (a relayed guest has no frontend)");
+            }
+            if mode == Mode::Relay && !lro.guest_gso {
+                bail!("--guest-gso off needs --mode xen (a relayed guest's TAP takes GSO packets)");
             }
             daemon::check_budget(budget)?;
             daemon::check_ring_frames(ring_frames)?;
@@ -298,7 +307,7 @@ fn run(cli: Cli) -> Result<()> {
                 ring_frames,
             };
             if mode == Mode::Linux && (settings.is_some() || lro.bo) {
-                bail!("--lro and --bo need the driver domain (--mode xen)");
+                bail!("--lro and --bo need the driver domain (--mode xen or relay)");
             }
             if rundir::run_dir(&cfg.id).exists() {
                 bail!(

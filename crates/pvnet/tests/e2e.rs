@@ -267,7 +267,7 @@ fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
     if skip_unless_root("bench_writes_the_whole_report_and_leaves_nothing_behind") {
         return;
     }
-    let (out, stdout, v) = quick_bench(&["--configs", "linux,xen,da"]);
+    let (out, stdout, v) = quick_bench(&["--configs", "linux,xen,da,relay"]);
     assert!(
         stdout.contains("vs Linux %") && stdout.contains("vs Xen %"),
         "{stdout}"
@@ -314,20 +314,24 @@ fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
         "cpu_busy_pct.rx",
         "cpu_busy_pct.tx",
     ];
-    let pv_only = [
-        "cycles_per_byte.driver",
-        "cycles_per_byte.guest",
-        "port_drops",
-    ];
+    // The relay has a port but no domains to split the CPU time into.
+    let port_only = ["port_drops"];
+    let pv_only = ["cycles_per_byte.driver", "cycles_per_byte.guest"];
     let lro_only = ["lro_rate", "flush_latency_us.p50", "flush_latency_us.p99"];
-    for c in ["linux", "xen", "da"] {
+    for c in ["linux", "xen", "da", "relay"] {
         let r = &v["configs"][c];
         let applies = |k: &str| {
             always.contains(&k)
-                || (pv_only.contains(&k) && c != "linux")
+                || (port_only.contains(&k) && c != "linux")
+                || (pv_only.contains(&k) && (c == "xen" || c == "da"))
                 || (lro_only.contains(&k) && c == "da")
         };
-        for k in always.iter().chain(&pv_only).chain(&lro_only) {
+        for k in always
+            .iter()
+            .chain(&port_only)
+            .chain(&pv_only)
+            .chain(&lro_only)
+        {
             let (med, min, max) = (path(r, k), path(&r["min"], k), path(&r["max"], k));
             if applies(k) {
                 let (a, m, b) = (num(&min, k), num(&med, k), num(&max, k));
@@ -375,10 +379,10 @@ fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
     let samples = v["samples"].as_array().unwrap();
     assert_eq!(
         samples.len(),
-        6,
+        8,
         "one warm-up and one measured repetition of each"
     );
-    assert_eq!(samples.iter().filter(|s| s["warmup"] == true).count(), 3);
+    assert_eq!(samples.iter().filter(|s| s["warmup"] == true).count(), 4);
     for s in samples {
         assert_run_gone(s["run_id"].as_str().unwrap());
     }

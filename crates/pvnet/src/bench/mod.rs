@@ -40,8 +40,9 @@ pub const DEFAULT_SWEEP_VALUES: &str = "10,22,46,100,215,464,1000";
 #[derive(clap::Args, Clone, Debug)]
 pub struct BenchArgs {
     /// Comma-separated configurations: linux, linux-gro, xen, lro, bo, da, timeout, adaptive,
-    /// or a flush policy (e.g. timeout:100, every:4). Default: all eight (with --sweep: xen,adaptive
-    /// as references).
+    /// or a flush policy (e.g. timeout:100, every:4). Default: those eight (with --sweep:
+    /// xen,adaptive as references). Only when named: relay and relay-adaptive, this
+    /// emulation's floor (packet ring and TAP without the Xen machinery).
     #[arg(long)]
     pub configs: Option<String>,
     /// A short run: 1 repetition, 2 s streams, 1 s TCP_RR (about a minute for all eight).

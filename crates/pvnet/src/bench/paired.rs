@@ -142,7 +142,7 @@ impl Paired {
 pub fn set_request(config: &str) -> Result<daemon::SetRequest> {
     let c = configs::daemon_config(config)?;
     if c.mode != daemon::Mode::Xen {
-        bail!("{config} is not a PV configuration: it cannot be switched to on a running testbed");
+        bail!("{config} is not a PV configuration (the xen path, with or without aggregation): it cannot be switched to on a running testbed");
     }
     Ok(match &c.lro {
         Some(l) => daemon::SetRequest {

@@ -1,0 +1,99 @@
+//! End to end through the relay (`--mode relay`): the daemon writes the guests' packets
+//! straight into their TAPs, without grants, rings or guest processes. Needs root.
+
+mod common;
+use common::*;
+
+const MIB: u64 = 1 << 20;
+
+fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a counter: {v}"))
+}
+
+/// Streams `bytes` into guest 0 and checks that every byte arrived intact.
+fn stream_into_g0(run: &Run, bytes: u64) {
+    let mut srv = server(run, "g0", "10.77.0.10");
+    let v = stream(run, "10.77.0.10", bytes);
+    assert_eq!(v["sent"].as_u64(), Some(bytes));
+    assert_eq!(v["receiver"]["bytes"].as_u64(), Some(bytes), "{v}");
+    assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0), "{v}");
+    let _ = srv.wait();
+}
+
+#[test]
+fn the_relay_carries_streams_and_pings_without_the_xen_machinery() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("the_relay_carries_streams_and_pings_without_the_xen_machinery") {
+        return;
+    }
+    let run = Run::up(&["--mode", "relay", "--guests", "2"]);
+    stream_into_g0(&run, 512 * MIB);
+    for (role, dst) in [
+        ("g1", "10.77.0.10"),
+        ("g1", "10.77.0.1"),
+        ("g0", "10.77.0.2"),
+    ] {
+        let o = run.exec(role, &["perf", "ping", dst, "--count", "2"]);
+        assert!(
+            o.status.success(),
+            "{role} -> {dst}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let st = run.stat();
+    assert_eq!(st["mode"], "relay");
+    let r = &st["relay"][0]["stats"];
+    // The stream's payload went into guest 0's TAP, in batches, and its ACKs came back out.
+    assert!(u(&r["to_guest_bytes"]) > 512 * MIB, "{r}");
+    assert!(u(&r["batched_packets"]) > u(&r["to_guest"]) / 2, "{r}");
+    assert_eq!(u(&r["to_guest_errors"]), 0, "{r}");
+    assert!(u(&r["from_guest"]) > 100, "{r}");
+    assert!(u(&st["relay"][1]["stats"]["from_guest"]) >= 4, "{st}");
+    // Nothing of Xen's was used: no vif, no grant copy.
+    assert_eq!(st["vifs"].as_array().map(Vec::len), Some(0), "{st}");
+    assert_eq!(u(&st["grant"]["copy_bytes"]), 0, "{st}");
+    let pn = &st["pnic"];
+    assert_eq!(u(&pn["rx_leases_outstanding"]), 0, "{pn}");
+    assert!(u(&pn["rx_leased"]) > u(&pn["rx_frames"]) / 2, "{pn}");
+}
+
+#[test]
+fn the_relay_aggregates_and_passes_chains_whole() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("the_relay_aggregates_and_passes_chains_whole") {
+        return;
+    }
+    let run = Run::up(&["--mode", "relay", "--lro", "adaptive", "--bo"]);
+    stream_into_g0(&run, 512 * MIB);
+    let st = run.stat();
+    let l = &st["lro"];
+    assert!(l["lro_rate"].as_f64().unwrap() > 1.5, "{l}");
+    assert!(u(&l["gso_out"]) > 1000, "{l}");
+    assert!(u(&st["daemon"]["chains_forwarded"]) > 1000, "{st}");
+    assert_eq!(u(&st["daemon"]["linearized_bytes"]), 0, "{st}");
+    let r = &st["relay"][0]["stats"];
+    assert!(u(&r["to_guest_bytes"]) > 512 * MIB, "{r}");
+    assert_eq!(u(&r["to_guest_errors"]), 0, "{r}");
+}
+
+#[test]
+fn relay_mode_refuses_what_it_has_no_use_for() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("relay_mode_refuses_what_it_has_no_use_for") {
+        return;
+    }
+    for (args, want) in [
+        (&["up", "--mode", "relay", "--guests", "0"][..], "--guests"),
+        (&["up", "--mode", "relay", "--attach", "1"][..], "--attach"),
+        (
+            &["up", "--mode", "relay", "--guest-gso", "off"][..],
+            "--guest-gso",
+        ),
+        (&["bench", "--paired", "relay,xen"][..], "not a PV"),
+    ] {
+        let o = pvnet(args);
+        assert!(!o.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
