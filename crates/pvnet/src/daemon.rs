@@ -1112,12 +1112,13 @@ impl Daemon {
     }
 
     fn deliver(&mut self, port: PortId, pkt: Packet) {
-        if let Some(r) = self.relays.get_mut(&(port.0 - 1)) {
-            r.push(pkt);
-            return;
-        }
         if port != PORT_PNIC && port != PORT_DDSTACK {
-            if let Some(nb) = self.vifs.get_mut(&(port.0 - 1)).and_then(|v| {
+            let dom = port.0 - 1;
+            if let Some(r) = self.relays.get_mut(&dom) {
+                r.push(pkt);
+                return;
+            }
+            if let Some(nb) = self.vifs.get_mut(&dom).and_then(|v| {
                 v.dirty = true;
                 v.netback.as_mut()
             }) {
@@ -1227,16 +1228,19 @@ impl Daemon {
         let mut buf = std::mem::take(&mut self.ddtap_buf);
         buf.resize(65536 + VNET_HDR_LEN, 0);
         for _ in 0..64 {
-            let (tap, rx, errors) = match self.relays.get_mut(&(port.0 - 1)) {
-                Some(r) => {
-                    let (t, s) = r.tap_and_stats();
-                    (t, &mut s.from_guest, &mut s.from_guest_errors)
-                }
-                None if port == PORT_DDSTACK => match self.ddtap.as_ref() {
+            let (tap, rx, errors) = if port == PORT_DDSTACK {
+                match self.ddtap.as_ref() {
                     Some(t) => (t, &mut self.stats.ddtap_rx, &mut self.stats.ddtap_errors),
                     None => break,
-                },
-                None => break,
+                }
+            } else {
+                match self.relays.get_mut(&(port.0 - 1)) {
+                    Some(r) => {
+                        let (t, s) = r.tap_and_stats();
+                        (t, &mut s.from_guest, &mut s.from_guest_errors)
+                    }
+                    None => break,
+                }
             };
             let n = match tap.readv(&mut [IoSliceMut::new(&mut buf)]) {
                 Ok(n) => n,
