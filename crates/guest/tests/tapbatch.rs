@@ -122,16 +122,7 @@ fn a_batch_enters_the_tap_whole_and_in_order() {
 
     // A batch of one takes the plain writev path.
     let one = frame(1000, 200);
-    let pieces = [one.as_slice()];
-    let mut ok = [false];
-    batch.write(
-        &[RxPacket {
-            hdr: VirtioNetHdr::default(),
-            pieces: &pieces,
-        }],
-        &mut ok,
-    );
-    assert!(ok[0]);
+    assert!(write_alone(&mut batch, &[one.as_slice()]));
     assert_eq!(receive(&mut port, 1), vec![one]);
 
     // So does a packet of more pieces than its on-stack iovec holds (an aggregate the relay
@@ -141,14 +132,23 @@ fn a_batch_enters_the_tap_whole_and_in_order() {
         .chain(long[14..].chunks(30))
         .collect();
     assert!(pieces.len() > 24, "{} pieces", pieces.len());
+    assert!(
+        write_alone(&mut batch, &pieces),
+        "a packet of {} pieces went in",
+        pieces.len()
+    );
+    assert_eq!(receive(&mut port, 1), vec![long]);
+}
+
+/// Writes one packet of `pieces` as a batch of its own; whether it went in whole.
+fn write_alone(batch: &mut TapBatch<&Tap>, pieces: &[&[u8]]) -> bool {
     let mut ok = [false];
     batch.write(
         &[RxPacket {
             hdr: VirtioNetHdr::default(),
-            pieces: &pieces,
+            pieces,
         }],
         &mut ok,
     );
-    assert!(ok[0], "a packet of {} pieces went in", pieces.len());
-    assert_eq!(receive(&mut port, 1), vec![long]);
+    ok[0]
 }
