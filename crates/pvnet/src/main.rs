@@ -585,6 +585,14 @@ fn print_stat(v: &serde_json::Value) {
             flat("  netfront", &vif["netfront"]);
         }
     }
+    for r in v["relay"].as_array().into_iter().flatten() {
+        println!(
+            "  relay {}  {}",
+            r["domid"],
+            r["mac"].as_str().unwrap_or("")
+        );
+        flat("  tap", &r["stats"]);
+    }
 }
 
 fn perf(cmd: PerfCmd) -> Result<()> {

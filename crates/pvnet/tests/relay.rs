@@ -55,6 +55,12 @@ fn the_relay_carries_streams_and_pings_without_the_xen_machinery() {
     let pn = &st["pnic"];
     assert_eq!(u(&pn["rx_leases_outstanding"]), 0, "{pn}");
     assert!(u(&pn["rx_leased"]) > u(&pn["rx_frames"]) / 2, "{pn}");
+    // The text form shows each relayed guest's counters.
+    let text = ok(&["stat", "--id", &run.id]);
+    assert!(
+        text.contains("relay 1") && text.contains("relay 2") && text.contains("to_guest_bytes="),
+        "{text}"
+    );
 }
 
 #[test]
