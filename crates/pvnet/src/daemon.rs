@@ -1168,7 +1168,7 @@ impl Daemon {
                 failed.push((*d, f));
             }
         }
-        for r in self.relays.values_mut().filter(|r| r.dirty()) {
+        for r in self.relays.values_mut() {
             r.flush();
         }
         for (d, f) in failed {

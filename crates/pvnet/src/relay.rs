@@ -86,11 +86,6 @@ impl RelayTap {
         self.queue.push(pkt);
     }
 
-    /// Whether packets wait for the next flush.
-    pub fn dirty(&self) -> bool {
-        !self.queue.is_empty()
-    }
-
     /// Writes the queued packets into the TAP, in order, and lets them go (their ring slots
     /// go back to the kernel).
     pub fn flush(&mut self) {

@@ -13,16 +13,7 @@ fn one_gib_stream_into_a_guest_arrives_intact() {
         return;
     }
     let run = Run::up(&["--guests", "1"]);
-    let mut srv = server(&run, "g0", "10.77.0.10");
-    let v = stream(&run, "10.77.0.10", GIB);
-    assert_eq!(v["sent"].as_u64(), Some(GIB));
-    assert_eq!(
-        v["receiver"]["bytes"].as_u64(),
-        Some(GIB),
-        "receiver verified {v}"
-    );
-    assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0));
-    let _ = srv.wait();
+    stream_intact(&run, "g0", "10.77.0.10", GIB);
     let st = run.stat();
     assert_eq!(
         st["pnic"]["ring_frames"].as_u64(),
@@ -150,14 +141,7 @@ fn guests_ping_the_remote_host_each_other_and_the_driver_domain() {
         ("g1", "10.77.0.10"),
         ("g1", "10.77.0.2"),
     ] {
-        let o = run.exec(role, &["perf", "ping", dst, "--count", "3"]);
-        assert!(
-            o.status.success(),
-            "{role} -> {dst}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert_eq!(v["received"].as_u64(), Some(3));
+        assert_eq!(ping(&run, role, dst, 3)["received"].as_u64(), Some(3));
     }
     let st = run.stat();
     assert!(
@@ -238,10 +222,7 @@ fn clear_errors_for_bad_input() {
             (&["up", "--budget", "0"][..], budget),
             (&["bench", "--quick", "--budget", "513"][..], budget),
         ] {
-            let o = pvnet(args);
-            assert!(!o.status.success(), "{args:?}");
-            let err = String::from_utf8_lossy(&o.stderr);
-            assert!(err.contains(want), "{args:?}: {err}");
+            fails_saying(args, want);
         }
     } else {
         assert!(String::from_utf8_lossy(&o.stderr).contains("needs root"));

@@ -8,22 +8,13 @@ use common::*;
 
 const GIB: u64 = 1 << 30;
 
-fn u(v: &serde_json::Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a counter: {v}"))
-}
-
 /// Streams a GiB into guest 0 of a run started with `args` and checks it arrived intact
 /// and aggregated; returns the run's counters afterwards.
 fn gib_through(args: &[&str]) -> serde_json::Value {
     let mut a = vec!["--guests", "1"];
     a.extend_from_slice(args);
     let run = Run::up(&a);
-    let mut srv = server(&run, "g0", "10.77.0.10");
-    let v = stream(&run, "10.77.0.10", GIB);
-    assert_eq!(v["sent"].as_u64(), Some(GIB));
-    assert_eq!(v["receiver"]["bytes"].as_u64(), Some(GIB), "{v}");
-    assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0), "{v}");
-    let _ = srv.wait();
+    stream_intact(&run, "g0", "10.77.0.10", GIB);
     let st = run.stat();
     let l = &st["lro"];
     assert!(l.is_object(), "no aggregation counters: {st}");
@@ -188,9 +179,7 @@ fn set_reconfigures_a_running_system_under_load() {
     ] {
         let mut a = vec!["set", "--id", &run.id];
         a.extend_from_slice(&args);
-        let o = pvnet(&a);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success() && err.contains(says), "{args:?}: {err}");
+        fails_saying(&a, says);
     }
     assert!(run.stat()["lro"].is_null());
 

@@ -6,20 +6,6 @@ use common::*;
 
 const MIB: u64 = 1 << 20;
 
-fn u(v: &serde_json::Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a counter: {v}"))
-}
-
-/// Streams `bytes` into guest 0 and checks that every byte arrived intact.
-fn stream_into_g0(run: &Run, bytes: u64) {
-    let mut srv = server(run, "g0", "10.77.0.10");
-    let v = stream(run, "10.77.0.10", bytes);
-    assert_eq!(v["sent"].as_u64(), Some(bytes));
-    assert_eq!(v["receiver"]["bytes"].as_u64(), Some(bytes), "{v}");
-    assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0), "{v}");
-    let _ = srv.wait();
-}
-
 #[test]
 fn the_relay_carries_streams_and_pings_without_the_xen_machinery() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -27,18 +13,13 @@ fn the_relay_carries_streams_and_pings_without_the_xen_machinery() {
         return;
     }
     let run = Run::up(&["--mode", "relay", "--guests", "2"]);
-    stream_into_g0(&run, 512 * MIB);
+    stream_intact(&run, "g0", "10.77.0.10", 512 * MIB);
     for (role, dst) in [
         ("g1", "10.77.0.10"),
         ("g1", "10.77.0.1"),
         ("g0", "10.77.0.2"),
     ] {
-        let o = run.exec(role, &["perf", "ping", dst, "--count", "2"]);
-        assert!(
-            o.status.success(),
-            "{role} -> {dst}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        ping(&run, role, dst, 2);
     }
     let st = run.stat();
     assert_eq!(st["mode"], "relay");
@@ -70,7 +51,7 @@ fn the_relay_aggregates_and_passes_chains_whole() {
         return;
     }
     let run = Run::up(&["--mode", "relay", "--lro", "adaptive", "--bo"]);
-    stream_into_g0(&run, 512 * MIB);
+    stream_intact(&run, "g0", "10.77.0.10", 512 * MIB);
     let st = run.stat();
     let l = &st["lro"];
     assert!(l["lro_rate"].as_f64().unwrap() > 1.5, "{l}");
@@ -97,9 +78,6 @@ fn relay_mode_refuses_what_it_has_no_use_for() {
         ),
         (&["bench", "--paired", "relay,xen"][..], "not a PV"),
     ] {
-        let o = pvnet(args);
-        assert!(!o.status.success(), "{args:?}");
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains(want), "{args:?}: {err}");
+        fails_saying(args, want);
     }
 }

@@ -188,3 +188,42 @@ pub fn stream_capped(run: &Run, addr: &str, bytes: u64, cap_secs: u32) -> serde_
     );
     serde_json::from_slice(&o.stdout).expect("stream json")
 }
+
+/// A counter from `stat --json`; panics, naming it, when it is not one.
+pub fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a counter: {v}"))
+}
+
+/// Streams `bytes` from the remote host to `addr`, served in namespace `role`, and checks that
+/// every byte arrived intact.
+pub fn stream_intact(run: &Run, role: &str, addr: &str, bytes: u64) {
+    let mut srv = server(run, role, addr);
+    let v = stream(run, addr, bytes);
+    assert_eq!(v["sent"].as_u64(), Some(bytes));
+    assert_eq!(
+        v["receiver"]["bytes"].as_u64(),
+        Some(bytes),
+        "receiver verified {v}"
+    );
+    assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0), "{v}");
+    let _ = srv.wait();
+}
+
+/// Pings `dst` `count` times from namespace `role` (`perf ping` fails unless every echo is
+/// answered); returns its report.
+pub fn ping(run: &Run, role: &str, dst: &str, count: u32) -> serde_json::Value {
+    let o = run.exec(role, &["perf", "ping", dst, "--count", &count.to_string()]);
+    assert!(
+        o.status.success(),
+        "{role} -> {dst}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("ping report")
+}
+
+/// Runs `pvnet <args>` and checks that it fails saying `want`.
+pub fn fails_saying(args: &[&str], want: &str) {
+    let o = pvnet(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains(want), "{args:?}: {err}");
+}
