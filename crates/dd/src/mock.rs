@@ -1,5 +1,8 @@
-//! A mock frontend that can put anything into a vif's rings and grant table: the hostile guest
-//! of DESIGN.md §9, shared by tests and fuzz targets (after rust-vmm `virtio-queue`'s `mock.rs`).
+//! Mocks for tests and fuzz targets (feature `mock`), after rust-vmm `virtio-queue`'s `mock.rs`:
+//! - [`MockFrontend`], a frontend that can put anything into a vif's rings and grant table: the
+//!   hostile guest of the design's invariants;
+//! - [`MockPhy`], [`MockClock`] and [`MockTap`], a physical port, a clock and a TAP port for
+//!   driving [`crate::datapath::DataPath`] without a kernel.
 //!
 //! It owns a small guest (one grant-table frame, the two ring pages, `data_pages` data pages),
 //! registers it with its own [`Hypervisor`], grants both ring pages to the driver domain and
@@ -7,7 +10,10 @@
 //! requests through [`FrontRing::put_request`], or raw slot bytes and producer indices through
 //! [`MockFrontend::tx_raw`] / [`MockFrontend::set_tx_req_prod`] and friends.
 
+use std::cell::Cell;
+use std::collections::VecDeque;
 use std::io;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use pvnet_hv::evtchn::{channel_pair, EvtchnEnd};
@@ -16,7 +22,12 @@ use pvnet_hv::mem::{GuestMemory, OwnPage};
 use pvnet_hv::{DomId, GrantRef, Pfn, PAGE_SIZE};
 use pvnet_netif::*;
 
+use pvnet_pnic::Buf;
+use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
+
+use crate::datapath::{Clock, Phy, TapPort};
 use crate::netback::{Features, Netback};
+use crate::packet::Packet;
 
 /// The mock guest's domain id.
 pub const MOCK_DOMID: DomId = DomId(1);
@@ -248,5 +259,141 @@ impl MockFrontend {
             ids.push(id);
         }
         ids
+    }
+}
+
+/// A physical port made of two queues: frames the test puts in `rx` are handed out by polls, in
+/// order; frames the data path sends land in `tx` (as one buffer each, with their header).
+#[derive(Debug, Default)]
+pub struct MockPhy {
+    pub rx: VecDeque<(VirtioNetHdr, Vec<u8>)>,
+    pub tx: Vec<(VirtioNetHdr, Vec<u8>)>,
+    /// Polls made, and the budgets they were given.
+    pub polls: Vec<usize>,
+    /// Sends fail while set (counted by the data path as `pnic_send_errors`).
+    pub refuse_sends: bool,
+    /// What [`Phy::lease_in_the_way`] and [`Phy::lease_aging`] answer.
+    pub in_the_way: bool,
+    pub aging: bool,
+}
+
+impl MockPhy {
+    /// Queues a received frame with an empty `virtio_net_hdr`.
+    pub fn inject(&mut self, frame: &[u8]) {
+        self.rx.push_back((VirtioNetHdr::default(), frame.to_vec()));
+    }
+}
+
+impl Phy for MockPhy {
+    fn poll(&mut self, budget: usize, mut rx: impl FnMut(VirtioNetHdr, Buf)) -> usize {
+        self.polls.push(budget);
+        let mut n = 0;
+        while n < budget {
+            let Some((vnet, frame)) = self.rx.pop_front() else {
+                break;
+            };
+            rx(vnet, Buf::from(frame));
+            n += 1;
+        }
+        n
+    }
+
+    fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> bool {
+        if self.refuse_sends {
+            return false;
+        }
+        self.tx.push((*vnet, pieces.concat()));
+        true
+    }
+
+    fn rx_ready(&self) -> bool {
+        !self.rx.is_empty()
+    }
+
+    fn lease_in_the_way(&self) -> bool {
+        self.in_the_way
+    }
+
+    fn lease_aging(&mut self) -> bool {
+        self.aging
+    }
+}
+
+/// A clock the test moves: nanoseconds, and ticks at one per nanosecond (1000 per µs).
+#[derive(Clone, Debug, Default)]
+pub struct MockClock(pub Rc<Cell<u64>>);
+
+impl MockClock {
+    /// Moves the clock forward by `ns`.
+    pub fn advance(&self, ns: u64) {
+        self.0.set(self.0.get() + ns);
+    }
+}
+
+impl Clock for MockClock {
+    fn now_ns(&self) -> u64 {
+        self.0.get()
+    }
+
+    fn ticks(&self) -> u64 {
+        self.0.get()
+    }
+
+    fn ticks_per_us(&self) -> u64 {
+        1000
+    }
+}
+
+/// What a [`MockTap`] holds; shared with the test, which keeps a handle while the data path
+/// owns the port.
+#[derive(Debug, Default)]
+pub struct MockTapState {
+    /// Frames (header and Ethernet frame, as a TAP reads them) the data path will read.
+    pub to_read: VecDeque<Vec<u8>>,
+    /// Packets pushed and not yet flushed, and those flushed (linearized), in order.
+    pub queued: Vec<Vec<u8>>,
+    pub written: Vec<Vec<u8>>,
+    pub flushes: u64,
+    /// Pushes fail while set.
+    pub refuse: bool,
+}
+
+/// A TAP-like port backed by queues ([`MockTapState`]).
+#[derive(Clone, Debug, Default)]
+pub struct MockTap(pub Rc<std::cell::RefCell<MockTapState>>);
+
+impl MockTap {
+    /// Queues a frame for the data path to read, behind an empty `virtio_net_hdr`.
+    pub fn inject(&self, frame: &[u8]) {
+        let mut b = vec![0u8; VNET_HDR_LEN];
+        b.extend_from_slice(frame);
+        self.0.borrow_mut().to_read.push_back(b);
+    }
+}
+
+impl TapPort for MockTap {
+    fn push(&mut self, pkt: Packet) -> io::Result<()> {
+        let mut s = self.0.borrow_mut();
+        if s.refuse {
+            return Err(io::Error::other("refused"));
+        }
+        s.queued.push(pkt.to_vec());
+        Ok(())
+    }
+
+    fn flush(&mut self) {
+        let mut s = self.0.borrow_mut();
+        s.flushes += 1;
+        let q = std::mem::take(&mut s.queued);
+        s.written.extend(q);
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(f) = self.0.borrow_mut().to_read.pop_front() else {
+            return Err(io::ErrorKind::WouldBlock.into());
+        };
+        let n = f.len().min(buf.len());
+        buf[..n].copy_from_slice(&f[..n]);
+        Ok(n)
     }
 }

@@ -98,10 +98,11 @@ pub const STREAM_GAP_US: u32 = 50;
 /// Representation of an aggregate (seed 000).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mode {
-    /// A list of whole receive buffers (`Chain::FragList`).
+    /// A list of whole receive buffers (`Chain::FragList`): the representation of the seed's
+    /// r8169 NIC, the one BO applies to, and the default everywhere (`pvnet up`, `bench`).
+    #[default]
     Skb,
     /// Header copy + payload fragments (`Chain::PageFrags`).
-    #[default]
     Page,
 }
 
@@ -221,10 +222,10 @@ pub struct Config {
 }
 
 impl Default for Config {
-    /// Page mode, `poll`, 32 flows, `now` in nanoseconds.
+    /// [`Mode::default`] (skb), `poll`, 32 flows, `now` in nanoseconds.
     fn default() -> Config {
         Config {
-            mode: Mode::Page,
+            mode: Mode::default(),
             policy: Policy::Poll,
             max_flows: 32,
             ticks_per_us: 1000,

@@ -1,0 +1,808 @@
+//! The driver domain's data path: the physical port, receive aggregation, the bridge, the
+//! netbacks and the TAPs the driver domain serves, joined into the body of one event loop.
+//!
+//! It owns no event loop, descriptor set or process: the daemon (the toolstack's side, in the
+//! `pvnet` command) waits for events and calls in. What it needs of the world sits behind two
+//! small traits, as smoltcp's `phy::Device` does:
+//! - [`Phy`], the physical port: a NAPI-style budgeted poll, a send, and the lease checks of a
+//!   packet ring whose slots are handed to the data path ([`pvnet_pnic::Pnic`] implements it;
+//!   the `mock` feature's `MockPhy` is a queue of frames);
+//! - [`Clock`], time: nanoseconds for the bridge's ageing and the port's back-pressure gate,
+//!   TSC ticks for the aggregation engine's deadlines and flush latency.
+//!
+//! TAP-like ports (the driver domain's own stack, and the guests of mode relay) are
+//! [`TapPort`]s, and guests are [`Netback`]s the toolstack connects and hands over
+//! ([`DataPath::connect_vif`]).
+//!
+//! Bridge ports: [`PORT_PNIC`] (0) is the physical port, [`PORT_DDSTACK`] (1) the driver
+//! domain's own stack, `1 + domid` ([`vif_port`]) the vif of that guest.
+//!
+//! A vif that breaks the protocol is taken off the data path at once (its rings are never
+//! touched again) and waits in [`DataPath::take_failed`] for the toolstack, which closes it in
+//! the store and stops watching its event channel. Other vifs don't notice.
+
+use std::collections::BTreeMap;
+use std::io;
+
+use pvnet_pnic::{Buf, Pnic};
+use pvnet_wire::ethernet::MacAddr;
+use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
+use serde::Serialize;
+
+use crate::bridge::{Bridge, BridgeConfig, BridgeStats, Decision, PortId};
+use crate::gate::{Gate, GuestLoad, PortGate};
+use crate::lro::{self, Lro, LroStats};
+use crate::netback::{Fatal, Netback, VifStats, RX_QUEUE_LIMIT};
+use crate::packet::{Chain, Packet};
+
+/// The physical port's bridge port.
+pub const PORT_PNIC: PortId = PortId(0);
+/// The driver domain's own stack (a TAP in its namespace).
+pub const PORT_DDSTACK: PortId = PortId(1);
+
+/// The bridge port of guest `dom`'s vif (or relayed TAP).
+pub fn vif_port(dom: u16) -> PortId {
+    PortId(1 + dom)
+}
+
+/// Frames read from one TAP per [`DataPath::tap_input`] (then the loop serves others).
+pub const TAP_READS_PER_CALL: usize = 64;
+
+/// How often the bridge's table is swept for expired entries (its ageing time is minutes).
+const AGE_EVERY_NS: u64 = 1_000_000_000;
+
+/// The physical port, as the data path uses it.
+pub trait Phy {
+    /// One NAPI poll: hands at most `budget` received frames (their `virtio_net_hdr` and
+    /// bytes) to `rx`, in order. Returns how many frames the poll took (`budget` means more
+    /// may be waiting). A port may take frames it does not hand over (truncated ones, counted
+    /// by the port).
+    fn poll(&mut self, budget: usize, rx: impl FnMut(VirtioNetHdr, Buf)) -> usize;
+    /// Sends one frame made of `pieces`; false when the port refused it.
+    fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> bool;
+    /// Whether a poll would find a frame now (no system call).
+    fn rx_ready(&self) -> bool;
+    /// Whether buffers still leased from the port would get in the way of a sleep on it (see
+    /// [`pvnet_pnic::Pnic::lease_in_the_way`]). Ports that lease nothing say no.
+    fn lease_in_the_way(&self) -> bool {
+        false
+    }
+    /// Whether the oldest lease still out is close to being reached by the port's producer
+    /// (see [`pvnet_pnic::Pnic::lease_aging`]).
+    fn lease_aging(&mut self) -> bool {
+        false
+    }
+}
+
+impl Phy for Pnic {
+    fn poll(&mut self, budget: usize, mut rx: impl FnMut(VirtioNetHdr, Buf)) -> usize {
+        Pnic::poll(self, budget, |f| {
+            // A truncated frame is counted by the port (`rx_truncated`) and lost.
+            if !f.truncated {
+                let vnet = f.vnet;
+                rx(vnet, f.take());
+            }
+        })
+    }
+
+    fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> bool {
+        Pnic::send(self, vnet, pieces).is_ok()
+    }
+
+    fn rx_ready(&self) -> bool {
+        Pnic::rx_ready(self)
+    }
+
+    fn lease_in_the_way(&self) -> bool {
+        Pnic::lease_in_the_way(self)
+    }
+
+    fn lease_aging(&mut self) -> bool {
+        Pnic::lease_aging(self)
+    }
+}
+
+/// Time, passed in.
+pub trait Clock {
+    /// Nanoseconds since any fixed origin (the bridge's ageing, the port's gate).
+    fn now_ns(&self) -> u64;
+    /// The aggregation engine's clock (TSC ticks on the real path).
+    fn ticks(&self) -> u64;
+    /// Ticks per microsecond of [`Clock::ticks`].
+    fn ticks_per_us(&self) -> u64;
+}
+
+/// A port served through a TAP-like device: the driver domain's own stack, or a relayed guest.
+pub trait TapPort {
+    /// Hands one packet to the port's stack, now or at the next [`TapPort::flush`].
+    fn push(&mut self, pkt: Packet) -> io::Result<()>;
+    /// Writes what [`TapPort::push`] queued (called at the end of every pass that delivered).
+    fn flush(&mut self) {}
+    /// Reads one frame, a `virtio_net_hdr` then the Ethernet frame, into `buf`; `WouldBlock`
+    /// when there is none.
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// What `pvnet stat` shows of the port beyond [`TapCounters`].
+    fn stats(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}
+
+/// What crossed a [`TapPort`], counted by the data path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TapCounters {
+    /// Frames read from the port, and reads too short to be a frame.
+    pub rx: u64,
+    pub rx_errors: u64,
+    /// Packets handed to the port, and those it refused.
+    pub tx: u64,
+    pub tx_errors: u64,
+}
+
+struct Tap {
+    port: Box<dyn TapPort>,
+    counters: TapCounters,
+}
+
+/// The data path's settings that `pvnet set` can change (the aggregation engine aside).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathConfig {
+    /// Frames per poll of the physical port (NAPI's budget).
+    pub budget: usize,
+    /// Bridge optimization: forward skb-mode aggregates without linearizing them.
+    pub bo: bool,
+}
+
+/// What the data path did, as `pvnet stat` shows it (under `daemon`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PathStats {
+    pub polls: u64,
+    pub polls_full_budget: u64,
+    /// Vif polls without an event because the vif's last TX poll used its whole budget.
+    pub tx_repolls: u64,
+    pub frames: u64,
+    /// Polls skipped because a guest's queue was nearly full (the port is then not watched
+    /// until that guest takes packets: no spinning on a readable socket).
+    pub pnic_deferred: u64,
+    /// Guests that held the port back without taking packets and are then not waited for
+    /// a while ([`crate::gate`]): their packets are dropped (`rx_queue_full`).
+    pub pnic_stalls: u64,
+    /// Waits that found frames in the port's ring and did not sleep, and sleeps in which the
+    /// port woke the daemon (counted by the daemon, which sleeps).
+    pub pnic_ring_wakeups: u64,
+    pub pnic_woken: u64,
+    /// Buffers still leased from the port's ring copied to the heap before a sleep on the
+    /// port (held aggregates, packets waiting for a guest), and the sleeps that needed it
+    /// ([`DataPath::before_sleep`]).
+    pub leases_detached: u64,
+    pub sleeps_detaching: u64,
+    /// Of those, the sleeps for which the newest buffers were not enough (everything went).
+    pub sleeps_detaching_all: u64,
+    /// Polls after which the oldest lease was aging ([`Phy::lease_aging`]), and the leased
+    /// buffers then copied to the heap (all of them) so the port would not stop at it.
+    pub aging_detaches: u64,
+    pub aging_detached: u64,
+    pub flooded_copies: u64,
+    pub linearized_bytes: u64,
+    pub ddtap_rx: u64,
+    pub ddtap_tx: u64,
+    pub ddtap_errors: u64,
+    pub pnic_send_errors: u64,
+    pub bridge_drops: u64,
+    /// Chained packets the bridge forwarded as chains (BO).
+    pub chains_forwarded: u64,
+    /// The aggregation timer: times armed, times fired.
+    pub lro_timer_arms: u64,
+    pub lro_timer_fires: u64,
+}
+
+struct Vif {
+    netback: Netback,
+    /// Packets were queued for the guest since the last flush.
+    dirty: bool,
+    /// The last TX poll stopped at its budget with requests left on the ring. The frontend
+    /// will not notify for them (the request event index is only re-armed by a poll that
+    /// drains the ring), so the vif is polled again without waiting, as NAPI reschedules a
+    /// poll that used its whole budget.
+    tx_more: bool,
+}
+
+/// The driver domain's data path (see the module documentation).
+pub struct DataPath<P: Phy, C: Clock> {
+    cfg: PathConfig,
+    clock: C,
+    phy: Option<P>,
+    /// The physical port's aggregation engine, when aggregation is on.
+    lro: Option<Lro>,
+    /// The engine's representation, kept while it is off so it can be turned back on.
+    lro_mode: lro::Mode,
+    /// The deadline (ticks) the daemon's timer is armed for.
+    lro_armed: Option<u64>,
+    /// Packets leaving the engine (reused buffer).
+    lro_out: Vec<Packet>,
+    bridge: Bridge,
+    /// Whether the physical port is watched (off while a guest's queue is full).
+    watched: bool,
+    /// Back-pressure from full guests to the port, bounded per guest.
+    gate: PortGate,
+    vifs: BTreeMap<u16, Vif>,
+    /// Vifs taken off the path for a protocol violation, for the toolstack.
+    failed: Vec<(u16, Netback, Fatal)>,
+    /// TAP-like ports by bridge port.
+    taps: BTreeMap<PortId, Tap>,
+    /// `now_ns` of the current pass (read once per pass and per poll, not per frame: the
+    /// bridge's learning and ageing need no finer clock).
+    now: u64,
+    /// When the bridge's table was last aged.
+    aged_at: u64,
+    /// Packets waiting to be routed (reused buffer).
+    pending: Vec<(PortId, Packet)>,
+    /// Read buffer of the TAPs (reused).
+    tap_buf: Vec<u8>,
+    pub stats: PathStats,
+}
+
+impl<P: Phy, C: Clock> DataPath<P, C> {
+    /// A data path with no ports; aggregation per `lro` (None: off, the `xen` baseline) in
+    /// representation `lro_mode`.
+    pub fn new(
+        cfg: PathConfig,
+        clock: C,
+        lro: Option<lro::Policy>,
+        lro_mode: lro::Mode,
+    ) -> DataPath<P, C> {
+        let mut d = DataPath {
+            cfg,
+            clock,
+            phy: None,
+            lro: None,
+            lro_mode,
+            lro_armed: None,
+            lro_out: Vec::new(),
+            bridge: Bridge::new(BridgeConfig::default()),
+            watched: false,
+            gate: PortGate::default(),
+            vifs: BTreeMap::new(),
+            failed: Vec::new(),
+            taps: BTreeMap::new(),
+            now: 0,
+            aged_at: 0,
+            pending: Vec::new(),
+            tap_buf: Vec::new(),
+            stats: PathStats::default(),
+        };
+        d.lro = lro.map(|p| d.new_engine(p));
+        d.now = d.clock.now_ns();
+        d.aged_at = d.now;
+        d
+    }
+
+    fn new_engine(&self, policy: lro::Policy) -> Lro {
+        Lro::new(lro::Config {
+            mode: self.lro_mode,
+            policy,
+            ticks_per_us: self.clock.ticks_per_us(),
+            ..lro::Config::default()
+        })
+    }
+
+    // ------------------------------------------------------------------ ports
+
+    /// Attaches the physical port (bridge port [`PORT_PNIC`]) and starts watching it.
+    pub fn attach_phy(&mut self, phy: P) {
+        self.phy = Some(phy);
+        self.watched = true;
+        self.bridge.add_port(PORT_PNIC);
+    }
+
+    pub fn phy(&self) -> Option<&P> {
+        self.phy.as_ref()
+    }
+
+    pub fn phy_mut(&mut self) -> Option<&mut P> {
+        self.phy.as_mut()
+    }
+
+    /// Attaches a TAP-like port at bridge port `port` ([`PORT_DDSTACK`], or a relayed guest's
+    /// [`vif_port`]).
+    pub fn attach_tap(&mut self, port: PortId, tap: Box<dyn TapPort>) {
+        self.bridge.add_port(port);
+        self.taps.insert(
+            port,
+            Tap {
+                port: tap,
+                counters: TapCounters::default(),
+            },
+        );
+    }
+
+    /// The counters and the port's own statistics of TAP port `port`.
+    pub fn tap_stats(&self, port: PortId) -> Option<(TapCounters, serde_json::Value)> {
+        self.taps.get(&port).map(|t| (t.counters, t.port.stats()))
+    }
+
+    /// Ports served by a TAP, in order.
+    pub fn tap_ports(&self) -> impl Iterator<Item = PortId> + '_ {
+        self.taps.keys().copied()
+    }
+
+    /// Adds guest `dom`'s bridge port before its vif connects (frames for it are dropped
+    /// until then).
+    pub fn add_guest_port(&mut self, dom: u16) {
+        self.bridge.add_port(vif_port(dom));
+    }
+
+    /// Puts a connected vif on the path: its MAC is pinned to its port (static entry).
+    pub fn connect_vif(&mut self, dom: u16, mac: [u8; 6], netback: Netback) {
+        self.bridge.add_port(vif_port(dom));
+        self.bridge.set_static(MacAddr(mac), vif_port(dom));
+        self.vifs.insert(
+            dom,
+            Vif {
+                netback,
+                dirty: false,
+                tx_more: false,
+            },
+        );
+    }
+
+    /// Takes vif `dom` off the path (its guest went away) and returns its netback.
+    pub fn disconnect_vif(&mut self, dom: u16) -> Option<Netback> {
+        self.gate.remove(dom);
+        self.vifs.remove(&dom).map(|v| v.netback)
+    }
+
+    /// The vifs the path took off for breaking the protocol since the last call.
+    pub fn take_failed(&mut self) -> Vec<(u16, Netback, Fatal)> {
+        std::mem::take(&mut self.failed)
+    }
+
+    /// A connected vif's counters.
+    pub fn vif_stats(&self, dom: u16) -> Option<&VifStats> {
+        self.vifs.get(&dom).map(|v| &v.netback.stats)
+    }
+
+    /// A connected vif's backend (its event channel, its features).
+    pub fn netback(&self, dom: u16) -> Option<&Netback> {
+        self.vifs.get(&dom).map(|v| &v.netback)
+    }
+
+    pub fn bridge_stats(&self) -> BridgeStats {
+        self.bridge.stats()
+    }
+
+    pub fn config(&self) -> PathConfig {
+        self.cfg
+    }
+
+    // ------------------------------------------------------------------ aggregation
+
+    /// The aggregation policy (None: off).
+    pub fn lro_policy(&self) -> Option<lro::Policy> {
+        self.lro.as_ref().map(|l| l.config().policy)
+    }
+
+    pub fn lro_mode(&self) -> lro::Mode {
+        self.lro_mode
+    }
+
+    pub fn lro_stats(&self) -> Option<LroStats> {
+        self.lro.as_ref().map(Lro::stats)
+    }
+
+    /// Changes the data path's settings: the aggregation policy (`Some(None)` turns it off,
+    /// flushing what it held), its representation, BO. What the engine flushes is delivered.
+    pub fn set(
+        &mut self,
+        policy: Option<Option<lro::Policy>>,
+        mode: Option<lro::Mode>,
+        bo: Option<bool>,
+    ) {
+        let now = self.clock.ticks();
+        let mut out = std::mem::take(&mut self.lro_out);
+        if let Some(m) = mode {
+            self.lro_mode = m;
+            if let Some(l) = self.lro.as_mut() {
+                l.set_mode(m, now, &mut out);
+            }
+        }
+        match policy {
+            None => {}
+            Some(None) => {
+                if let Some(mut l) = self.lro.take() {
+                    l.flush_all(now, &mut out);
+                }
+            }
+            Some(Some(p)) => match self.lro.as_mut() {
+                Some(l) => l.set_policy(p),
+                None => self.lro = Some(self.new_engine(p)),
+            },
+        }
+        if let Some(b) = bo {
+            self.cfg.bo = b;
+        }
+        self.route_all(&mut out);
+        self.lro_out = out;
+        self.flush_vifs();
+        self.lro_armed = None;
+    }
+
+    /// The aggregation timer fired: flushes what is due.
+    pub fn timer_fired(&mut self) {
+        self.stats.lro_timer_fires += 1;
+        self.lro_armed = None;
+        self.lro_expire();
+    }
+
+    /// The engine's next deadline, in ticks, when the daemon's timer must be armed for it
+    /// (it is not armed, or armed for later). The daemon arms it for
+    /// `deadline - clock.ticks()` and reports success with [`DataPath::timer_armed`].
+    pub fn timer_due(&self) -> Option<u64> {
+        let deadline = self.lro.as_ref().and_then(Lro::next_deadline)?;
+        match self.lro_armed {
+            Some(a) if a <= deadline => None,
+            _ => Some(deadline),
+        }
+    }
+
+    /// How long from now until `deadline` (ticks), at least 1 ns.
+    pub fn ticks_until(&self, deadline: u64) -> std::time::Duration {
+        let ticks = deadline.saturating_sub(self.clock.ticks()).max(1);
+        let ns = (ticks as u128 * 1000 / self.clock.ticks_per_us().max(1) as u128).max(1);
+        std::time::Duration::from_nanos(ns.min(u64::MAX as u128) as u64)
+    }
+
+    /// The daemon armed its timer for `deadline`.
+    pub fn timer_armed(&mut self, deadline: u64) {
+        self.stats.lro_timer_arms += 1;
+        self.lro_armed = Some(deadline);
+    }
+
+    /// Flushes what the engine has due now and routes it.
+    fn lro_expire(&mut self) {
+        let Some(l) = self.lro.as_mut() else { return };
+        if l.held() == 0 {
+            return;
+        }
+        let mut out = std::mem::take(&mut self.lro_out);
+        l.expire(self.clock.ticks(), &mut out);
+        self.route_all(&mut out);
+        self.lro_out = out;
+        self.flush_vifs();
+    }
+
+    /// Everything the engine holds goes out now (before a shutdown).
+    pub fn flush_all(&mut self) {
+        let Some(l) = self.lro.as_mut() else { return };
+        let mut out = std::mem::take(&mut self.lro_out);
+        l.flush_all(self.clock.ticks(), &mut out);
+        self.route_all(&mut out);
+        self.lro_out = out;
+        self.flush_vifs();
+    }
+
+    // ------------------------------------------------------------------ passes
+
+    /// Starts a pass of the event loop (or a poll within one): reads the clock.
+    pub fn tick(&mut self) {
+        self.now = self.clock.now_ns();
+    }
+
+    /// Ends a pass: flushes what aggregation has due, watches the port again once no guest
+    /// holds it back, ages the bridge's table now and then.
+    pub fn end_pass(&mut self) {
+        self.lro_expire();
+        if !self.watched && !self.must_wait() {
+            self.watched = true;
+        }
+        if self.now.saturating_sub(self.aged_at) >= AGE_EVERY_NS {
+            self.bridge.age(self.now);
+            self.aged_at = self.now;
+        }
+    }
+
+    /// Whether the daemon waits for the physical port (no while guests' queues are full).
+    pub fn phy_watched(&self) -> bool {
+        self.phy.is_some() && self.watched
+    }
+
+    /// Whether some vif must be polled again without waiting for an event.
+    pub fn has_tx_more(&self) -> bool {
+        self.vifs.values().any(|v| v.tx_more)
+    }
+
+    /// Before the daemon sleeps on the port: copies buffers still leased from its ring to
+    /// the heap when a lease is in the port's way ([`Phy::lease_in_the_way`]): a lease on the
+    /// newest frame would make the port wake the daemon at once, again and again, and a lease
+    /// on the slot the kernel fills next stops the port. The newest frame is the last one an
+    /// aggregate or a guest's queue took, so those go first; everything goes when that was
+    /// not enough (the kernel has come round to an old lease). Copies are few
+    /// (`leases_detached`): most frames leave their slots for a guest's page before the
+    /// daemon sleeps. Only a sleep on the port needs this: while the port is not watched,
+    /// packets keep their slots.
+    pub fn before_sleep(&mut self) {
+        if !self.phy_watched() || self.phy.as_ref().is_some_and(P::rx_ready) {
+            return;
+        }
+        let in_the_way = |d: &Self| d.phy.as_ref().is_some_and(P::lease_in_the_way);
+        if !in_the_way(self) {
+            return;
+        }
+        self.stats.sleeps_detaching += 1;
+        let mut n = self.lro.as_mut().map_or(0, Lro::detach_newest);
+        for v in self.vifs.values_mut() {
+            n += v.netback.detach_newest();
+        }
+        if in_the_way(self) {
+            n += self.detach_all_leases();
+            self.stats.sleeps_detaching_all += 1;
+        }
+        self.stats.leases_detached += n as u64;
+        debug_assert!(!in_the_way(self));
+    }
+
+    /// Copies every buffer still leased from the port's ring to the heap: the held
+    /// aggregates' and the packets waiting for a guest. Returns how many it copied.
+    fn detach_all_leases(&mut self) -> usize {
+        let mut n = self.lro.as_mut().map_or(0, Lro::detach_held);
+        for v in self.vifs.values_mut() {
+            n += v.netback.detach_queued();
+        }
+        n
+    }
+
+    /// Whether the port must wait for a guest whose queue cannot take another poll's worth
+    /// of frames (see [`crate::gate`] for how long).
+    fn must_wait(&mut self) -> bool {
+        let budget = self.cfg.budget;
+        let loads = self.vifs.iter().map(|(&dom, v)| GuestLoad {
+            dom,
+            full: v.netback.rx_queued() + budget > RX_QUEUE_LIMIT,
+            taken: v.netback.stats.rx_packets,
+        });
+        match self.gate.check(self.now, loads) {
+            Gate::Wait => true,
+            Gate::Poll => false,
+            Gate::Stalled => {
+                self.stats.pnic_stalls += 1;
+                false
+            }
+        }
+    }
+
+    /// One NAPI poll of the physical port. Returns true when the budget was used up (poll
+    /// again before sleeping).
+    pub fn phy_poll(&mut self) -> bool {
+        let budget = self.cfg.budget;
+        // Back-pressure: don't take frames from the wire while a guest's queue is nearly full;
+        // the port's ring holds them (and counts its drops). Stop watching the port until
+        // that guest's notification (it posted buffers) or its stall: a level-triggered
+        // readable socket would otherwise wake the daemon at once, a spin that takes the
+        // guest's CPU.
+        if self.must_wait() {
+            self.stats.pnic_deferred += 1;
+            self.flush_vifs();
+            self.watched = false;
+            return false;
+        }
+        let Some(phy) = self.phy.as_mut() else {
+            return false;
+        };
+        let clock = &self.clock;
+        let n = if let Some(l) = self.lro.as_mut() {
+            // The engine sees every frame of the poll, then the end of the poll: its policy
+            // decides what leaves now and what waits for more segments.
+            let mut out = std::mem::take(&mut self.lro_out);
+            let n = phy.poll(budget, |vnet, buf| {
+                // Each segment's own arrival time: flush latency counts from it. The frame
+                // stays in its ring slot (a lease) until it has been copied to the guest.
+                l.receive(buf, vnet, clock.ticks(), &mut out);
+            });
+            l.end_poll(n, clock.ticks(), &mut out);
+            self.route_all(&mut out);
+            self.lro_out = out;
+            n
+        } else {
+            let mut pending = std::mem::take(&mut self.pending);
+            let n = phy.poll(budget, |vnet, buf| {
+                pending.push((PORT_PNIC, Packet::linear(vnet, buf)));
+            });
+            for (port, pkt) in pending.drain(..) {
+                self.route(port, pkt);
+            }
+            self.pending = pending;
+            n
+        };
+        self.stats.polls += 1;
+        self.stats.frames += n as u64;
+        if n == budget {
+            self.stats.polls_full_budget += 1;
+        }
+        self.flush_vifs();
+        // A guest that has not taken its packets for most of a ring's worth of frames would
+        // soon have the port stop at their slots and drop everything behind them.
+        if self.phy.as_mut().is_some_and(P::lease_aging) {
+            self.stats.aging_detaches += 1;
+            self.stats.aging_detached += self.detach_all_leases() as u64;
+        }
+        n == budget
+    }
+
+    fn route_all(&mut self, out: &mut Vec<Packet>) {
+        for pkt in out.drain(..) {
+            self.route(PORT_PNIC, pkt);
+        }
+    }
+
+    /// Bridges one packet from `ingress`.
+    fn route(&mut self, ingress: PortId, mut pkt: Packet) {
+        let (Some(dst), Some(src)) = (pkt.dst_mac(), pkt.src_mac()) else {
+            self.stats.bridge_drops += 1;
+            return;
+        };
+        // The 2006 backend takes only linear skbs or page fragments: the baseline bridge copies
+        // an skb-mode chain into one buffer (Nakajima and Oi, Fig. 2(b)). BO forwards the chain
+        // and netback grant-copies each piece into the guest's pages.
+        if pkt.is_chained() {
+            if pkt.chain == Chain::FragList && !self.cfg.bo {
+                self.stats.linearized_bytes += pkt.linearize() as u64;
+            } else {
+                self.stats.chains_forwarded += 1;
+            }
+        }
+        match self
+            .bridge
+            .input(ingress, MacAddr(src), MacAddr(dst), self.now)
+        {
+            Decision::Forward(p) => self.deliver(p, pkt),
+            Decision::Flood => {
+                let ports: Vec<PortId> = self.bridge.ports().filter(|p| *p != ingress).collect();
+                let last = ports.len().saturating_sub(1);
+                for (k, p) in ports.into_iter().enumerate() {
+                    if k == last {
+                        self.deliver(p, pkt);
+                        break;
+                    }
+                    self.stats.flooded_copies += 1;
+                    self.deliver(p, pkt.clone());
+                }
+            }
+            Decision::Drop(_) => self.stats.bridge_drops += 1,
+        }
+    }
+
+    fn deliver(&mut self, port: PortId, pkt: Packet) {
+        if let Some(t) = self.taps.get_mut(&port) {
+            let is_stack = port == PORT_DDSTACK;
+            match t.port.push(pkt) {
+                Ok(()) => {
+                    t.counters.tx += 1;
+                    self.stats.ddtap_tx += u64::from(is_stack);
+                }
+                Err(_) => {
+                    t.counters.tx_errors += 1;
+                    self.stats.ddtap_errors += u64::from(is_stack);
+                }
+            }
+            return;
+        }
+        if port == PORT_PNIC {
+            let Some(phy) = self.phy.as_mut() else { return };
+            // A linear packet (every packet until aggregation builds chains) goes out without
+            // collecting its pieces into an allocated list.
+            let ok = if pkt.is_chained() {
+                let pieces: Vec<&[u8]> = pkt.pieces().collect();
+                phy.send(&pkt.vnet, &pieces)
+            } else {
+                phy.send(&pkt.vnet, &[pkt.head.as_slice()])
+            };
+            if !ok {
+                self.stats.pnic_send_errors += 1;
+            }
+            return;
+        }
+        if let Some(v) = port.0.checked_sub(1).and_then(|d| self.vifs.get_mut(&d)) {
+            v.dirty = true;
+            v.netback.rx_enqueue(pkt);
+        }
+    }
+
+    /// Moves queued packets into the guests whose queues got new packets, and writes what the
+    /// TAP ports queued.
+    pub fn flush_vifs(&mut self) {
+        let mut failed = Vec::new();
+        for (&d, v) in self.vifs.iter_mut().filter(|(_, v)| v.dirty) {
+            v.dirty = false;
+            if let Err(f) = v.netback.rx_flush() {
+                failed.push((d, f));
+            }
+        }
+        for t in self.taps.values_mut() {
+            t.port.flush();
+        }
+        for (d, f) in failed {
+            self.fail(d, f);
+        }
+    }
+
+    /// Takes a vif off the path after a protocol violation.
+    fn fail(&mut self, dom: u16, f: Fatal) {
+        if let Some(nb) = self.disconnect_vif(dom) {
+            self.failed.push((dom, nb, f));
+        }
+    }
+
+    /// An event from guest `dom`: TX requests, or RX buffers posted.
+    pub fn vif_event(&mut self, dom: u16) {
+        if let Some(v) = self.vifs.get(&dom) {
+            v.netback.evtchn().consume();
+        }
+        self.vif_poll(dom);
+    }
+
+    /// Polls again the vifs whose last TX poll used its whole budget.
+    pub fn serve_tx_more(&mut self) {
+        // Collecting nothing allocates nothing: the common case costs one pass over the vifs.
+        let doms: Vec<u16> = (self.vifs.iter())
+            .filter(|(_, v)| v.tx_more)
+            .map(|(&d, _)| d)
+            .collect();
+        for dom in doms {
+            self.stats.tx_repolls += 1;
+            self.vif_poll(dom);
+        }
+    }
+
+    /// One poll of a vif: at most a budget of TX packets, then what its RX queue can take.
+    fn vif_poll(&mut self, dom: u16) {
+        let tx_budget = self.cfg.budget * 4;
+        let mut out = std::mem::take(&mut self.pending);
+        let res = {
+            let Some(v) = self.vifs.get_mut(&dom) else {
+                return;
+            };
+            let nb = &mut v.netback;
+            let r = nb.tx_poll(tx_budget, |p| out.push((vif_port(dom), p)));
+            v.tx_more = r.as_ref().is_ok_and(|&n| n >= tx_budget);
+            r.and_then(|_| nb.rx_flush())
+        };
+        for (port, pkt) in out.drain(..) {
+            self.route(port, pkt);
+        }
+        self.pending = out;
+        if let Err(f) = res {
+            self.fail(dom, f);
+        }
+        self.flush_vifs();
+        // Packets still waiting for this guest's buffers: the guest's notification re-arms us.
+    }
+
+    /// Frames from TAP port `port` (at most [`TAP_READS_PER_CALL`]): each is bridged.
+    pub fn tap_input(&mut self, port: PortId) {
+        let mut buf = std::mem::take(&mut self.tap_buf);
+        buf.resize(65536 + VNET_HDR_LEN, 0);
+        for _ in 0..TAP_READS_PER_CALL {
+            let Some(t) = self.taps.get_mut(&port) else {
+                break;
+            };
+            let n = match t.port.recv(&mut buf) {
+                Ok(n) => n,
+                Err(_) => break,
+            };
+            let is_stack = port == PORT_DDSTACK;
+            let Some(vh) = (n >= VNET_HDR_LEN + 14)
+                .then(|| VirtioNetHdr::parse(&buf[..n]))
+                .flatten()
+            else {
+                t.counters.rx_errors += 1;
+                self.stats.ddtap_errors += u64::from(is_stack);
+                continue;
+            };
+            t.counters.rx += 1;
+            self.stats.ddtap_rx += u64::from(is_stack);
+            let pkt = Packet::linear(vh, buf[VNET_HDR_LEN..n].to_vec());
+            self.route(port, pkt);
+        }
+        self.tap_buf = buf;
+        self.flush_vifs();
+    }
+}

@@ -1,0 +1,386 @@
+//! The driver domain's data path outside the daemon: a mock physical port and clock, real
+//! netbacks joined to real netfronts (guest crate) through a real grant table, and mock TAP
+//! ports. What used to be testable only by running the `pvnet` binary as root.
+
+mod lro_common;
+
+use std::sync::Arc;
+
+use lro_common::{stream, Seg, MAC_DST, MAC_SRC};
+use pvnet_dd::datapath::{vif_port, DataPath, PathConfig, PORT_DDSTACK, PORT_PNIC};
+use pvnet_dd::gate::STALL_NS;
+use pvnet_dd::lro::{Mode, Policy};
+use pvnet_dd::mock::{MockClock, MockFrontend, MockPhy, MockTap};
+use pvnet_dd::netback::{Fatal, Features, Netback};
+use pvnet_guest::netfront::{Layout, Netfront};
+use pvnet_hv::evtchn::channel_pair;
+use pvnet_hv::grant::Hypervisor;
+use pvnet_hv::mem::GuestMemory;
+use pvnet_hv::DomId;
+use pvnet_netif::RingIdx;
+use pvnet_wire::vnet::VirtioNetHdr;
+
+type Path = DataPath<MockPhy, MockClock>;
+
+const MAC_G2: [u8; 6] = [0x00, 0x16, 0x3e, 0x00, 0x00, 0x2a];
+
+fn features() -> Features {
+    Features {
+        sg: true,
+        gso_tcpv4: true,
+        gso_tcpv6: true,
+        rx_notify: true,
+    }
+}
+
+struct Guest {
+    dom: u16,
+    nf: Netfront,
+}
+
+impl Guest {
+    /// Takes every packet netback delivered (header and bytes).
+    fn take(&mut self) -> Vec<(VirtioNetHdr, Vec<u8>)> {
+        let mut out = Vec::new();
+        self.nf.rx_poll(|h, pieces| {
+            out.push((*h, pieces.concat()));
+            Ok(())
+        });
+        out
+    }
+
+    /// Posts `frame` on the TX ring as the guest's stack would hand it over.
+    fn send(&mut self, frame: &[u8]) {
+        let mut bytes = VirtioNetHdr::default().to_bytes().to_vec();
+        bytes.extend_from_slice(frame);
+        let posted = self
+            .nf
+            .tx_read_with(|iov| {
+                let mut off = 0;
+                for v in iov.iter_mut() {
+                    let n = v.len().min(bytes.len() - off);
+                    v[..n].copy_from_slice(&bytes[off..off + n]);
+                    off += n;
+                }
+                Ok(off)
+            })
+            .unwrap();
+        assert_eq!(posted, Some(frame.len()));
+        self.nf.tx_push();
+    }
+}
+
+/// A data path with a mock port and clock, and `macs.len()` guests (domids 1, 2, ...) whose
+/// vifs are connected, their RX rings filled.
+fn path_with(
+    macs: &[[u8; 6]],
+    lro: Option<Policy>,
+    budget: usize,
+) -> (Path, MockClock, Vec<Guest>) {
+    let clock = MockClock::default();
+    clock.advance(1_000_000);
+    let mut dp = Path::new(
+        PathConfig { budget, bo: false },
+        clock.clone(),
+        lro,
+        Mode::Skb,
+    );
+    dp.attach_phy(MockPhy::default());
+    let hv = Arc::new(Hypervisor::new());
+    let mut guests = Vec::new();
+    for (i, mac) in macs.iter().enumerate() {
+        let dom = i as u16 + 1;
+        let layout = Layout { grant_frames: 4 };
+        let mem = Arc::new(GuestMemory::create("guest", layout.pages()).unwrap());
+        hv.add_domain(DomId(dom), mem.clone(), 4);
+        let (front, back) = channel_pair().unwrap();
+        let mut nf = Netfront::new(mem, layout, DomId::DRIVER, front).unwrap();
+        let nb = Netback::connect(
+            hv.clone(),
+            DomId(dom),
+            nf.tx_ring_ref(),
+            nf.rx_ring_ref(),
+            back,
+            features(),
+        )
+        .unwrap();
+        nf.rx_refill();
+        dp.add_guest_port(dom);
+        dp.connect_vif(dom, *mac, nb);
+        guests.push(Guest { dom, nf });
+    }
+    (dp, clock, guests)
+}
+
+fn frame_to(dst: [u8; 6], src: [u8; 6], len: usize, seed: u8) -> Vec<u8> {
+    let mut f: Vec<u8> = (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect();
+    f[0..6].copy_from_slice(&dst);
+    f[6..12].copy_from_slice(&src);
+    f[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+    f
+}
+
+/// One pass as the daemon makes it when the port is readable.
+fn pass(dp: &mut Path) {
+    dp.tick();
+    while dp.phy_poll() {
+        dp.tick();
+        dp.serve_tx_more();
+    }
+    dp.end_pass();
+}
+
+#[test]
+fn frames_from_the_wire_reach_their_guest_intact() {
+    let (mut dp, _clock, mut g) = path_with(&[MAC_DST, MAC_G2], None, 64);
+    let sent: Vec<Vec<u8>> = (0..200)
+        .map(|i| frame_to(MAC_DST, MAC_SRC, 60 + i * 7, i as u8))
+        .collect();
+    for f in &sent {
+        dp.phy_mut().unwrap().inject(f);
+    }
+    pass(&mut dp);
+    let got: Vec<Vec<u8>> = g[0].take().into_iter().map(|(_, b)| b).collect();
+    assert_eq!(got, sent);
+    assert!(g[1].take().is_empty(), "the other guest got nothing");
+    assert_eq!(dp.stats.frames, 200);
+    // 200 frames at a budget of 64: three full polls and one of 8.
+    assert_eq!(dp.phy().unwrap().polls, vec![64, 64, 64, 64]);
+    assert_eq!(dp.stats.polls, 4);
+    assert_eq!(dp.stats.polls_full_budget, 3);
+    assert_eq!(dp.vif_stats(1).unwrap().rx_packets, 200);
+}
+
+#[test]
+fn a_guests_frames_reach_the_wire_and_the_other_guest() {
+    let (mut dp, _clock, mut g) = path_with(&[MAC_DST, MAC_G2], None, 64);
+    let out = frame_to([0x02, 0, 0, 0, 0, 0x99], MAC_DST, 1514, 7);
+    let to_g2 = frame_to(MAC_G2, MAC_DST, 800, 9);
+    g[0].send(&out);
+    g[0].send(&to_g2);
+    dp.tick();
+    dp.vif_event(g[0].dom);
+    dp.end_pass();
+    // The unknown destination is flooded: the wire gets it, and so does the other guest.
+    let tx = &dp.phy().unwrap().tx;
+    assert_eq!(tx.len(), 1);
+    assert_eq!(tx[0].1, out);
+    let got: Vec<Vec<u8>> = g[1].take().into_iter().map(|(_, b)| b).collect();
+    assert_eq!(got, vec![out.clone(), to_g2]);
+    assert_eq!(dp.stats.flooded_copies, 1);
+    assert_eq!(g[0].nf.tx_complete(), 2);
+}
+
+#[test]
+fn broadcast_floods_every_port_but_its_own() {
+    let (mut dp, _clock, mut g) = path_with(&[MAC_DST, MAC_G2], None, 64);
+    let stack = MockTap::default();
+    dp.attach_tap(PORT_DDSTACK, Box::new(stack.clone()));
+    let b = frame_to([0xff; 6], MAC_SRC, 100, 1);
+    dp.phy_mut().unwrap().inject(&b);
+    pass(&mut dp);
+    assert_eq!(g[0].take()[0].1, b);
+    assert_eq!(g[1].take()[0].1, b);
+    assert_eq!(stack.0.borrow().written, vec![b.clone()]);
+    assert!(dp.phy().unwrap().tx.is_empty(), "not back out of the port");
+    assert_eq!(dp.stats.flooded_copies, 2);
+    assert_eq!(dp.stats.ddtap_tx, 1);
+    assert_eq!(dp.tap_stats(PORT_DDSTACK).unwrap().0.tx, 1);
+}
+
+#[test]
+fn the_stack_port_reads_frames_and_counts_short_ones() {
+    let (mut dp, _clock, mut g) = path_with(&[MAC_DST], None, 64);
+    let stack = MockTap::default();
+    dp.attach_tap(PORT_DDSTACK, Box::new(stack.clone()));
+    let f = frame_to(MAC_DST, [0x02, 0x70, 0x76, 0, 0, 2], 300, 3);
+    stack.inject(&f);
+    stack.inject(&[0u8; 5]);
+    dp.tick();
+    dp.tap_input(PORT_DDSTACK);
+    assert_eq!(g[0].take()[0].1, f);
+    assert_eq!((dp.stats.ddtap_rx, dp.stats.ddtap_errors), (1, 1));
+    let c = dp.tap_stats(PORT_DDSTACK).unwrap().0;
+    assert_eq!((c.rx, c.rx_errors), (1, 1));
+}
+
+#[test]
+fn a_refused_send_is_counted() {
+    let (mut dp, _clock, mut g) = path_with(&[MAC_DST], None, 64);
+    dp.phy_mut().unwrap().refuse_sends = true;
+    g[0].send(&frame_to([0x02, 0, 0, 0, 0, 0x99], MAC_DST, 200, 1));
+    dp.tick();
+    dp.vif_event(g[0].dom);
+    assert_eq!(dp.stats.pnic_send_errors, 1);
+}
+
+#[test]
+fn aggregation_merges_a_stream_and_keeps_its_bytes() {
+    let (mut dp, _clock, mut g) = path_with(&[MAC_DST], Some(Policy::Poll), 64);
+    let segs: Vec<Seg> = stream(false, 1000, 1448, 40);
+    for s in &segs {
+        dp.phy_mut().unwrap().inject(&s.build());
+    }
+    pass(&mut dp);
+    let got = g[0].take();
+    assert!(got.len() < 40 / 10, "40 segments in {} packets", got.len());
+    // The payloads, concatenated in order, are the stream's bytes.
+    let payload: Vec<u8> = got.iter().flat_map(|(_, b)| b[66..].to_vec()).collect();
+    let want: Vec<u8> = segs.iter().flat_map(|s| s.payload.clone()).collect();
+    assert_eq!(payload.len(), want.len());
+    assert_eq!(payload, want);
+    let l = dp.lro_stats().unwrap();
+    assert_eq!(l.segments_in, 40);
+}
+
+#[test]
+fn a_timeout_aggregate_waits_for_the_timer() {
+    let (mut dp, clock, mut g) = path_with(&[MAC_DST], Some(Policy::Timeout { us: 100 }), 64);
+    for s in stream(false, 1, 1448, 3) {
+        dp.phy_mut().unwrap().inject(&s.build());
+    }
+    pass(&mut dp);
+    assert!(g[0].take().is_empty(), "held until its deadline");
+    let deadline = dp.timer_due().expect("the engine has a deadline");
+    assert_eq!(dp.ticks_until(deadline).as_micros(), 100);
+    dp.timer_armed(deadline);
+    assert_eq!(dp.timer_due(), None, "armed already");
+    clock.advance(100_000);
+    dp.tick();
+    dp.timer_fired();
+    assert_eq!(g[0].take().len(), 1);
+    assert_eq!((dp.stats.lro_timer_arms, dp.stats.lro_timer_fires), (1, 1));
+}
+
+#[test]
+fn set_turns_aggregation_off_and_flushes_what_it_held() {
+    let (mut dp, _clock, mut g) =
+        path_with(&[MAC_DST], Some(Policy::Timeout { us: 1_000_000 }), 64);
+    for s in stream(false, 1, 1448, 5) {
+        dp.phy_mut().unwrap().inject(&s.build());
+    }
+    pass(&mut dp);
+    assert!(g[0].take().is_empty());
+    dp.set(Some(None), None, Some(true));
+    assert_eq!(g[0].take().len(), 1);
+    assert_eq!(dp.lro_policy(), None);
+    assert!(dp.config().bo);
+    dp.set(Some(Some(Policy::Every(2))), Some(Mode::Page), None);
+    assert_eq!(
+        (dp.lro_policy(), dp.lro_mode()),
+        (Some(Policy::Every(2)), Mode::Page)
+    );
+}
+
+#[test]
+fn a_full_guest_holds_the_port_back_until_it_stalls() {
+    let (mut dp, clock, mut g) = path_with(&[MAC_DST], None, 64);
+    // More than the guest's 256 RX buffers and netback's queue together.
+    for i in 0..1400 {
+        dp.phy_mut()
+            .unwrap()
+            .inject(&frame_to(MAC_DST, MAC_SRC, 100, i as u8));
+    }
+    pass(&mut dp);
+    assert!(dp.stats.pnic_deferred >= 1, "the port waited for the guest");
+    assert!(!dp.phy_watched());
+    let left = dp.phy().unwrap().rx.len();
+    assert!(left > 0, "frames stayed with the port");
+    // The guest takes nothing for a whole window: it stalls and the port goes on.
+    clock.advance(STALL_NS + 1);
+    pass(&mut dp);
+    assert_eq!(dp.stats.pnic_stalls, 1);
+    assert!(dp.phy().unwrap().rx.len() < left);
+    assert!(dp.vif_stats(1).unwrap().rx_queue_full > 0);
+    // Nothing delivered was damaged.
+    for (_, b) in g[0].take() {
+        assert_eq!(b.len(), 100);
+    }
+}
+
+#[test]
+fn leases_in_the_way_are_detached_before_a_sleep() {
+    let (mut dp, _clock, _g) = path_with(&[MAC_DST], None, 64);
+    dp.phy_mut().unwrap().in_the_way = true;
+    // The mock stays "in the way" whatever is copied: the fallback copies everything.
+    dp.before_sleep();
+    assert_eq!(dp.stats.sleeps_detaching, 1);
+    assert_eq!(dp.stats.sleeps_detaching_all, 1);
+    // A port with frames waiting is not slept on: nothing to detach.
+    dp.phy_mut()
+        .unwrap()
+        .inject(&frame_to(MAC_DST, MAC_SRC, 60, 0));
+    dp.before_sleep();
+    assert_eq!(dp.stats.sleeps_detaching, 1);
+}
+
+#[test]
+fn an_aging_lease_detaches_after_the_poll() {
+    let (mut dp, _clock, _g) = path_with(&[MAC_DST], None, 64);
+    dp.phy_mut().unwrap().aging = true;
+    dp.phy_mut()
+        .unwrap()
+        .inject(&frame_to(MAC_DST, MAC_SRC, 60, 0));
+    pass(&mut dp);
+    assert_eq!(dp.stats.aging_detaches, 1);
+}
+
+#[test]
+fn a_hostile_vif_is_taken_off_and_the_other_goes_on() {
+    // Guest 1 is a mock frontend that overflows its TX ring; guest 2 is well behaved.
+    let (mut dp, _clock, mut g) = path_with(&[MAC_G2], None, 64);
+    let (mut bad, nb) = MockFrontend::connect(4, features()).unwrap();
+    let bad_dom = 7;
+    dp.add_guest_port(bad_dom);
+    dp.connect_vif(bad_dom, [0x02, 0, 0, 0, 0, 7], nb);
+    bad.set_tx_req_prod(RingIdx(10_000));
+    dp.tick();
+    dp.vif_event(bad_dom);
+    let failed = dp.take_failed();
+    assert_eq!(failed.len(), 1);
+    assert_eq!((failed[0].0, failed[0].2), (bad_dom, Fatal::TxRingOverflow));
+    assert!(dp.netback(bad_dom).is_none(), "off the path");
+    // Frames for the hostile guest are now dropped; the other guest's still arrive.
+    let f = frame_to(MAC_G2, MAC_SRC, 500, 2);
+    dp.phy_mut().unwrap().inject(&f);
+    pass(&mut dp);
+    assert_eq!(g[0].take()[0].1, f);
+    assert!(dp.take_failed().is_empty());
+}
+
+#[test]
+fn a_relayed_port_gets_its_guests_frames_in_batches() {
+    let clock = MockClock::default();
+    let mut dp = Path::new(
+        PathConfig {
+            budget: 64,
+            bo: false,
+        },
+        clock,
+        None,
+        Mode::Skb,
+    );
+    dp.attach_phy(MockPhy::default());
+    let relay = MockTap::default();
+    dp.attach_tap(vif_port(1), Box::new(relay.clone()));
+    // A frame from the relayed guest teaches the bridge its MAC.
+    relay.inject(&frame_to([0x02, 0, 0, 0, 0, 0x99], MAC_DST, 80, 0));
+    dp.tick();
+    dp.tap_input(vif_port(1));
+    assert_eq!(dp.phy().unwrap().tx.len(), 1);
+    for i in 0..10 {
+        dp.phy_mut()
+            .unwrap()
+            .inject(&frame_to(MAC_DST, MAC_SRC, 100, i));
+    }
+    let flushes = relay.0.borrow().flushes;
+    pass(&mut dp);
+    let s = relay.0.borrow();
+    assert_eq!(s.written.len(), 10);
+    assert!(s.flushes > flushes);
+    assert_eq!(dp.tap_stats(vif_port(1)).unwrap().0.tx, 10);
+    assert!(dp.tap_ports().eq([vif_port(1)]));
+    let _ = PORT_PNIC;
+}
