@@ -315,6 +315,15 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         );
     }
 
+    /// Drops every port and vif (before the toolstack tears the testbed down): the physical
+    /// port's ring and the TAPs are closed, the netbacks unmap their rings.
+    pub fn clear(&mut self) {
+        self.phy = None;
+        self.watched = false;
+        self.taps.clear();
+        self.vifs.clear();
+    }
+
     /// The counters and the port's own statistics of TAP port `port`.
     pub fn tap_stats(&self, port: PortId) -> Option<(TapCounters, serde_json::Value)> {
         self.taps.get(&port).map(|t| (t.counters, t.port.stats()))

@@ -10,3 +10,4 @@ pub mod lro;
 pub mod mock;
 pub mod netback;
 pub mod packet;
+pub mod xenbus;

@@ -18,4 +18,6 @@ pub mod stream;
 pub use cpu::{CpuDelta, CpuSample, CpuTimes};
 pub use rr::{rr_client, rr_steps, LatencyHistogram, RrOpts, RrReport, RrSession, RrSlice};
 pub use server::{bind_listener, serve, serve_on, RrSummary, ServerEvent, ServerOpts};
-pub use stream::{stream_send, stream_send_outcome, StreamOpts, StreamOutcome, StreamReport};
+pub use stream::{
+    stream_send, stream_send_outcome, StreamOpts, StreamOutcome, StreamReport, StreamResult,
+};

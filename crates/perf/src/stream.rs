@@ -79,6 +79,15 @@ pub struct StreamOutcome {
     pub report: StreamReport,
 }
 
+/// What `pvnet perf stream` prints: the sender's count and the receiver's report. The bench
+/// reads it back with this type, so a renamed field fails there instead of reading as 0.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamResult {
+    pub sent: u64,
+    pub receiver: StreamReport,
+}
+
 /// Run a stream test against a [`crate::serve`] server and return the receiver's report.
 ///
 /// Fails if the connection breaks or the receiver counted a different number of bytes than

@@ -1,19 +1,24 @@
 //! `pvnet`: the Xen PV network path in user space, and its benchmark.
 
+mod admin;
 mod bench;
+mod config;
 mod daemon;
+mod lifecycle;
 mod relay;
 mod rundir;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use admin::{AdminReply, AdminRequest};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
-use daemon::{AdminRequest, Daemon, DaemonConfig, Mode};
+use config::{DaemonConfig, Mode};
+use daemon::Daemon;
+use pvnet_dd::lro;
 
 /// Every packet the driver domain takes from the wire is a fresh buffer, freed once it has
 /// been copied into a guest: glibc's allocator gave that churn about 4 % of the receiving CPU
@@ -48,7 +53,7 @@ enum Cmd {
         #[arg(long)]
         id: Option<String>,
         /// Frames per physical-port poll (NAPI budget), 1 to 512.
-        #[arg(long, default_value_t = daemon::DEFAULT_BUDGET)]
+        #[arg(long, default_value_t = config::DEFAULT_BUDGET)]
         budget: usize,
         /// Slots of the physical port's packet ring (256 to 65536; 1664 bytes each). Fewer slots
         /// stay warmer in the cache, but the kernel drops what arrives while they are full.
@@ -81,11 +86,11 @@ enum Cmd {
         #[arg(long)]
         port: Option<String>,
         /// `off`, or a flush policy: `poll`, `every:N`, `timeout:USEC`, `adaptive`.
-        #[arg(long)]
-        lro: Option<String>,
+        #[arg(long, value_parser = parse_lro)]
+        lro: Option<LroFlag>,
         /// Aggregate representation: `skb` (chain of receive buffers) or `page` (fragments).
-        #[arg(long)]
-        lro_mode: Option<String>,
+        #[arg(long, value_parser = parse_lro_mode)]
+        lro_mode: Option<lro::Mode>,
         /// Bridge optimization: forward skb-mode aggregates without linearizing them.
         #[arg(long, value_parser = on_off)]
         bo: Option<bool>,
@@ -145,11 +150,11 @@ enum Cmd {
 struct LroArgs {
     /// Receive aggregation at the physical port: `off`, or a flush policy: `poll` (every
     /// poll, seed 000's LRO), `every:N` (every Nth poll, DA), `timeout:USEC`, `adaptive`.
-    #[arg(long, default_value = "off")]
-    lro: String,
+    #[arg(long, default_value = "off", value_parser = parse_lro)]
+    lro: LroFlag,
     /// Aggregate representation: `skb` (chain of receive buffers) or `page` (fragments).
-    #[arg(long, default_value = "skb")]
-    lro_mode: String,
+    #[arg(long, default_value_t = lro::Mode::default(), value_parser = parse_lro_mode)]
+    lro_mode: lro::Mode,
     /// Bridge optimization: forward skb-mode aggregates without linearizing them.
     #[arg(long)]
     bo: bool,
@@ -166,22 +171,29 @@ fn on_off(s: &str) -> Result<bool, String> {
     }
 }
 
-fn parse_lro_mode(s: &str) -> Result<pvnet_dd::lro::Mode> {
+fn parse_lro_mode(s: &str) -> Result<lro::Mode, String> {
+    s.parse().map_err(|e| format!("{e} (expected skb or page)"))
+}
+
+/// `--lro`: `off`, or a flush policy; parsed once, here, and passed on as a type.
+#[derive(Clone, Copy, Debug)]
+struct LroFlag(Option<lro::Policy>);
+
+fn parse_lro(s: &str) -> Result<LroFlag, String> {
+    if s == "off" {
+        return Ok(LroFlag(None));
+    }
     s.parse()
-        .map_err(|e| anyhow!("--lro-mode {s:?}: {e} (expected skb or page)"))
+        .map(|p| LroFlag(Some(p)))
+        .map_err(|e| format!("{s:?}: {e}"))
 }
 
 impl LroArgs {
-    fn settings(&self) -> Result<Option<daemon::LroSettings>> {
-        let mode = parse_lro_mode(&self.lro_mode)?;
-        if self.lro == "off" {
-            return Ok(None);
-        }
-        let policy = self
-            .lro
-            .parse()
-            .map_err(|e| anyhow!("--lro {:?}: {e}", self.lro))?;
-        Ok(Some(daemon::LroSettings { policy, mode }))
+    fn settings(&self) -> Option<config::LroSettings> {
+        self.lro.0.map(|policy| config::LroSettings {
+            policy,
+            mode: self.lro_mode,
+        })
     }
 }
 
@@ -275,7 +287,7 @@ fn run(cli: Cli) -> Result<()> {
             sender_cpu,
             lro,
         } => {
-            let settings = lro.settings()?;
+            let settings = lro.settings();
             need_root("up")?;
             if guests == 0 && mode != Mode::Linux && attach == 0 {
                 bail!("--guests must be at least 1");
@@ -286,8 +298,8 @@ fn run(cli: Cli) -> Result<()> {
             if mode == Mode::Relay && !lro.guest_gso {
                 bail!("--guest-gso off needs --mode xen (a relayed guest's TAP takes GSO packets)");
             }
-            daemon::check_budget(budget)?;
-            daemon::check_ring_frames(ring_frames)?;
+            config::check_budget(budget)?;
+            config::check_ring_frames(ring_frames)?;
             let cfg = DaemonConfig {
                 id: match id {
                     Some(i) => pvnet_testbed::RunId::parse(&i)?.as_str().to_string(),
@@ -319,7 +331,7 @@ fn run(cli: Cli) -> Result<()> {
             if foreground {
                 return daemon_main(cfg, true);
             }
-            let info = start_daemon(&cfg, true)?;
+            let info = lifecycle::start_daemon(&cfg, true)?;
             print_info(&info);
             Ok(())
         }
@@ -331,7 +343,7 @@ fn run(cli: Cli) -> Result<()> {
                 vec![rundir::pick_run(id.as_deref())?]
             };
             for id in ids {
-                down(&id)?;
+                lifecycle::down(&id)?;
                 println!("pvnet: run {id} is down");
             }
             Ok(())
@@ -339,7 +351,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Stat { id, json } => {
             need_root("stat")?;
             let id = rundir::pick_run(id.as_deref())?;
-            let v = daemon::admin_call(&id, &AdminRequest::Stat)?;
+            let v = admin::stat(&id)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
@@ -354,39 +366,28 @@ fn run(cli: Cli) -> Result<()> {
             lro_mode,
             bo,
         } => {
-            let mode = lro_mode.as_deref().map(parse_lro_mode).transpose()?;
-            if let Some(l) = lro.as_deref().filter(|l| *l != "off") {
-                l.parse::<pvnet_dd::lro::Policy>()
-                    .map_err(|e| anyhow!("--lro {l:?}: {e}"))?;
-            }
-            if lro.is_none() && mode.is_none() && bo.is_none() {
+            if lro.is_none() && lro_mode.is_none() && bo.is_none() {
                 bail!("nothing to set: give --lro, --lro-mode or --bo");
             }
             need_root("set")?;
             let id = rundir::pick_run(id.as_deref())?;
-            let v = daemon::admin_call(
-                &id,
-                &AdminRequest::Set(daemon::SetRequest {
-                    port,
-                    lro,
-                    mode,
-                    bo,
-                }),
-            )?;
-            if v["ok"].as_bool() != Some(true) {
-                bail!("{}", v["error"].as_str().unwrap_or("the daemon refused"));
-            }
-            let st = &v["settings"];
+            let req = AdminRequest::Set(admin::SetRequest {
+                port,
+                lro: lro.map(|l| l.0.map_or(admin::LroChange::Off, admin::LroChange::On)),
+                mode: lro_mode,
+                bo,
+            });
+            let st = match admin::call(&id, &req)? {
+                AdminReply::Set(st) => st,
+                AdminReply::Error(e) => bail!("{e}"),
+                other => bail!("the daemon answered a set request with {other:?}"),
+            };
             println!(
                 "pvnet: {}: lro {}, mode {}, bo {}",
-                st["port"].as_str().unwrap_or("?"),
-                st["lro"].as_str().unwrap_or("?"),
-                st["mode"].as_str().unwrap_or("?"),
-                if st["bo"].as_bool() == Some(true) {
-                    "on"
-                } else {
-                    "off"
-                }
+                st.port,
+                st.lro,
+                st.mode,
+                if st.bo { "on" } else { "off" }
             );
             Ok(())
         }
@@ -445,78 +446,6 @@ fn daemon_main(cfg: DaemonConfig, print: bool) -> Result<()> {
     let r = d.run();
     d.shutdown();
     r
-}
-
-/// Spawns `pvnet daemon` detached and waits until it is ready (its info file appears).
-pub fn start_daemon(cfg: &DaemonConfig, detach: bool) -> Result<rundir::RunInfo> {
-    std::fs::create_dir_all(rundir::run_dir(&cfg.id))?;
-    let log = std::fs::File::create(rundir::log_path(&cfg.id))?;
-    let mut cmd = Command::new(std::env::current_exe()?);
-    cmd.args(["daemon", "--config", &serde_json::to_string(cfg)?])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    if detach {
-        // SAFETY: setsid is async-signal-safe; it detaches the daemon from our terminal so a
-        // Ctrl-C here doesn't reach it.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
-        }
-    } else {
-        // SAFETY: prctl is async-signal-safe. An attached daemon (bench) gets SIGTERM, and so
-        // tears its testbed down, if the process that started it dies without `down`.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
-    }
-    let mut child = cmd.spawn().context("starting the daemon")?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if rundir::info_path(&cfg.id).exists() {
-            return rundir::read_info(&cfg.id);
-        }
-        if let Some(st) = child.try_wait()? {
-            let log = std::fs::read_to_string(rundir::log_path(&cfg.id)).unwrap_or_default();
-            let _ = std::fs::remove_dir_all(rundir::run_dir(&cfg.id));
-            bail!(
-                "the daemon exited ({st}) before it was ready:\n{}",
-                log.trim()
-            );
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            bail!("the daemon was not ready within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Asks a run's daemon to stop and waits until it is gone; cleans up after a dead one.
-pub fn down(id: &str) -> Result<()> {
-    let pid = rundir::read_info(id).map(|i| i.pid).unwrap_or(0);
-    if daemon::admin_call(id, &AdminRequest::Down).is_ok() {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while rundir::pid_alive(pid) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    if rundir::pid_alive(pid) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // Whatever a crashed daemon left behind.
-    pvnet_testbed::cleanup_run(id)?;
-    let _ = std::fs::remove_dir_all(rundir::run_dir(id));
-    Ok(())
 }
 
 fn print_info(i: &rundir::RunInfo) {
@@ -633,10 +562,11 @@ fn perf(cmd: PerfCmd) -> Result<()> {
                 bail!("--pace must be positive (Mbit/s)");
             }
             let out = stream::stream_send_outcome(resolve(&to, port)?, &opts)?;
-            println!(
-                "{}",
-                serde_json::json!({"sent": out.sent, "receiver": out.report})
-            );
+            let result = pvnet_perf::StreamResult {
+                sent: out.sent,
+                receiver: out.report.clone(),
+            };
+            println!("{}", serde_json::to_string(&result)?);
             if out.report.bytes != out.sent || out.report.mismatches != 0 {
                 bail!(
                     "stream not intact: sent {} bytes, receiver verified {} with {} mismatches",

@@ -10,14 +10,18 @@
 //! any implementation of this design pays before doing Xen's work, so `xen` against `relay`
 //! is the cost of the Xen machinery, and `relay` against `linux` the cost of the interfaces.
 
+use std::io::{self, IoSliceMut};
+
 use anyhow::{Context, Result};
+use pvnet_dd::datapath::TapPort;
 use pvnet_dd::packet::Packet;
 use pvnet_guest::netfront::RxPacket;
 use pvnet_guest::tapbatch::TapBatch;
 use pvnet_testbed::{link, topology, Netns, Tap};
 use serde::Serialize;
 
-/// What a relayed guest's port did, as `pvnet stat` shows it (under `relay`).
+/// What a relayed guest's port did, as `pvnet stat` shows it (under `relay`), beside the
+/// frames read from it, which the data path counts (`from_guest`, `from_guest_errors`).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct RelayStats {
     /// Packets written into the guest's TAP, their bytes, and writes the TAP refused.
@@ -27,9 +31,6 @@ pub struct RelayStats {
     /// `io_uring_enter` calls that wrote a batch of packets, and the packets in them.
     pub batches: u64,
     pub batched_packets: u64,
-    /// Frames read from the guest's TAP, and reads too short to be a frame.
-    pub from_guest: u64,
-    pub from_guest_errors: u64,
 }
 
 /// One guest's TAP, served by the daemon itself.
@@ -75,20 +76,26 @@ impl RelayTap {
     pub fn tap(&self) -> &Tap {
         self.batch.tap()
     }
+}
 
-    /// The TAP, and the counters to count what is read from it in.
-    pub fn tap_and_stats(&mut self) -> (&Tap, &mut RelayStats) {
-        (self.batch.tap(), &mut self.stats)
+impl TapPort for RelayTap {
+    /// Queues a packet for the guest (written at the next [`TapPort::flush`]).
+    fn push(&mut self, pkt: Packet) -> io::Result<()> {
+        self.queue.push(pkt);
+        Ok(())
     }
 
-    /// Queues a packet for the guest (written at the next [`RelayTap::flush`]).
-    pub fn push(&mut self, pkt: Packet) {
-        self.queue.push(pkt);
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.batch.tap().readv(&mut [IoSliceMut::new(buf)])
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        serde_json::to_value(&self.stats).unwrap_or_default()
     }
 
     /// Writes the queued packets into the TAP, in order, and lets them go (their ring slots
     /// go back to the kernel).
-    pub fn flush(&mut self) {
+    fn flush(&mut self) {
         if self.queue.is_empty() {
             return;
         }

@@ -4,7 +4,13 @@
 use anyhow::{bail, Context, Result};
 use pvnet_dd::lro;
 
-use crate::daemon::{DaemonConfig, LroSettings, Mode};
+use crate::admin::{LroChange, SetRequest};
+use crate::config::{DaemonConfig, LroSettings, Mode};
+
+/// The receiving CPU (driver domain, guests, receivers) and the sending CPU (the remote
+/// host's sender), as the seeds measured: a receiving machine and a sending machine.
+pub const RX_CPU: usize = 0;
+pub const TX_CPU: usize = 1;
 
 /// Name and one-line description of every named configuration, in report order.
 pub const CONFIGS: [(&str, &str); 8] = [
@@ -102,7 +108,7 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         gro,
         // The remote host's input (ACKs) runs on the sender's CPU: the sender's work is not
         // charged to the receiving CPU.
-        sender_cpu: Some(super::measure::TX_CPU),
+        sender_cpu: Some(TX_CPU),
         ..DaemonConfig::default()
     })
 }
@@ -131,7 +137,7 @@ pub fn parse_pair(s: &str) -> Result<(String, String)> {
         bail!("--paired takes two configurations, BASE,OTHER (e.g. xen,adaptive), got {s:?}");
     };
     for c in [base, other] {
-        super::paired::set_request(c).with_context(|| format!("--paired {s}"))?;
+        set_request(c).with_context(|| format!("--paired {s}"))?;
     }
     Ok((base.to_string(), other.to_string()))
 }
@@ -154,6 +160,28 @@ pub fn parse_sweep_values(s: &str) -> Result<Vec<u32>> {
         bail!("--sweep-values names no value");
     }
     Ok(v)
+}
+
+/// The live settings that turn a running PV testbed into `config`.
+pub fn set_request(config: &str) -> Result<SetRequest> {
+    let c = daemon_config(config)?;
+    if c.mode != Mode::Xen {
+        bail!("{config} is not a PV configuration (the xen path, with or without aggregation): it cannot be switched to on a running testbed");
+    }
+    Ok(match &c.lro {
+        Some(l) => SetRequest {
+            port: None,
+            lro: Some(LroChange::On(l.policy)),
+            mode: Some(l.mode),
+            bo: Some(c.bo),
+        },
+        None => SetRequest {
+            port: None,
+            lro: Some(LroChange::Off),
+            mode: None,
+            bo: Some(c.bo),
+        },
+    })
 }
 
 #[cfg(test)]
@@ -232,5 +260,27 @@ mod tests {
             "{}",
             err("xen,warp")
         );
+    }
+
+    #[test]
+    fn set_requests_of_the_pv_configurations() {
+        let x = set_request("xen").unwrap();
+        use pvnet_dd::lro::Policy;
+        assert_eq!(x.lro, Some(LroChange::Off));
+        assert_eq!(x.bo, Some(false));
+        let a = set_request("adaptive").unwrap();
+        assert_eq!(a.lro, Some(LroChange::On(Policy::Adaptive)));
+        let b = set_request("bo").unwrap();
+        assert_eq!(
+            (b.lro, b.bo),
+            (Some(LroChange::On(Policy::Poll)), Some(true))
+        );
+        assert_eq!(
+            set_request("da").unwrap().lro,
+            Some(LroChange::On(Policy::Every(2)))
+        );
+        let e = set_request("linux").unwrap_err().to_string();
+        assert!(e.contains("not a PV configuration"), "{e}");
+        assert!(set_request("nonsense").is_err());
     }
 }

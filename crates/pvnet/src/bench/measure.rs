@@ -11,15 +11,12 @@ use pvnet_testbed::Netns;
 use serde::{Deserialize, Serialize};
 
 use super::child::{self, Guard};
+use super::configs::{self, RX_CPU, TX_CPU};
 use super::progress::Progress;
-use super::{configs, interrupt};
-use crate::daemon::{DaemonConfig, Mode};
+use super::{interrupt, testbed};
+use crate::config::{DaemonConfig, Mode};
 use crate::rundir::RunInfo;
 
-/// The receiving CPU: daemon, guests, receiver, and (by RPS) the veth's receive softirq.
-pub const RX_CPU: usize = 0;
-/// The sending CPU: the remote host's sender.
-pub const TX_CPU: usize = 1;
 /// The receiver's TCP port in its (fresh) namespace.
 pub const PORT: u16 = 5201;
 /// A CPU at least this busy during the stream is the one that limits it.
@@ -137,15 +134,9 @@ pub fn run_one(
         budget: p.budget,
         ..configs::daemon_config(config)?
     };
-    let info =
-        crate::start_daemon(&cfg, false).map_err(|e| super::explain_start_error(e, config))?;
-    let res = interrupt::check()
-        .map_err(anyhow::Error::from)
-        .and_then(|()| measure(&info, cfg.mode, p, progress));
-    progress.phase("tearing the testbed down", 0.0);
-    let down = crate::down(&info.id).context("tearing the testbed down");
-    let mut s = res?;
-    down?;
+    let (mut s, info) = testbed::with_testbed(&cfg, config, progress, |info| {
+        measure(info, cfg.mode, p, progress)
+    })?;
     s.config = config.to_string();
     s.rep = rep;
     s.warmup = warmup;
@@ -268,16 +259,20 @@ fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Resul
     // The relay has no domains to split into: the daemon's TAP writes run the guest kernel's
     // receive path, so only the total means anything.
     if mode != Mode::Linux {
-        s.stat = crate::daemon::admin_call(&info.id, &crate::daemon::AdminRequest::Stat)
-            .unwrap_or_default();
+        s.stat = crate::admin::stat(&info.id).unwrap_or_default();
         s.port_drops = drops_of(&s.stat)
             .zip(drops_before)
             .map(|(a, b)| a.saturating_sub(b));
         let l = &s.stat["lro"];
         if l.is_object() {
-            s.lro_rate = l["lro_rate"].as_f64();
-            s.flush_latency_p50_us = l["flush_latency"]["p50_us"].as_f64();
-            s.flush_latency_p99_us = l["flush_latency"]["p99_us"].as_f64();
+            match serde_json::from_value::<LroView>(l.clone()) {
+                Ok(v) => {
+                    s.lro_rate = Some(v.lro_rate);
+                    s.flush_latency_p50_us = Some(v.flush_latency.p50_us);
+                    s.flush_latency_p99_us = Some(v.flush_latency.p99_us);
+                }
+                Err(e) => s.errors.push(format!("the daemon's lro counters: {e}")),
+            }
         }
     }
     interrupt::check()?;
@@ -304,7 +299,7 @@ fn port_drops(info: &RunInfo, mode: Mode) -> Option<u64> {
     if mode == Mode::Linux {
         return None;
     }
-    crate::daemon::admin_call(&info.id, &crate::daemon::AdminRequest::Stat)
+    crate::admin::stat(&info.id)
         .ok()
         .and_then(|st| drops_of(&st))
 }
@@ -344,19 +339,22 @@ pub fn rr_client(
         "the TCP_RR client",
         Duration::from_secs_f64(seconds + 30.0),
     )?;
-    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
-        return Ok(Err(format!(
-            "TCP_RR failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
+    let v = match serde_json::from_slice::<pvnet_perf::RrReport>(&out.stdout) {
+        Ok(v) => v,
+        Err(e) => {
+            return Ok(Err(format!(
+                "TCP_RR failed: {} ({e})",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
+        }
     };
-    if v["errors"].as_u64().unwrap_or(0) > 0 {
-        return Ok(Err(format!("TCP_RR reported {} errors", v["errors"])));
+    if v.errors > 0 {
+        return Ok(Err(format!("TCP_RR reported {} errors", v.errors)));
     }
     Ok(Ok(RrResult {
-        tps: v["tps"].as_f64().unwrap_or(0.0),
-        p50_us: v["p50_us"].as_f64().unwrap_or(0.0),
-        p99_us: v["p99_us"].as_f64().unwrap_or(0.0),
+        tps: v.tps,
+        p50_us: v.p50_us,
+        p99_us: v.p99_us,
     }))
 }
 
@@ -376,41 +374,72 @@ pub fn iperf3_seconds(s: f64) -> u64 {
 
 fn parse_builtin_stream(out: &std::process::Output, s: &mut Sample) {
     let text = String::from_utf8_lossy(&out.stdout);
-    match serde_json::from_str::<serde_json::Value>(text.trim()) {
+    match serde_json::from_str::<pvnet_perf::StreamResult>(text.trim()) {
         Ok(v) => {
-            s.bytes = v["receiver"]["bytes"].as_u64().unwrap_or(0);
+            s.bytes = v.receiver.bytes;
             s.bytes_verified = s.bytes;
-            s.mismatches = v["receiver"]["mismatches"].as_u64().unwrap_or(0);
-            s.throughput_mbps = v["receiver"]["mbps"].as_f64().unwrap_or(0.0);
-            if v["sent"].as_u64() != Some(s.bytes) || s.mismatches != 0 {
+            s.mismatches = v.receiver.mismatches;
+            s.throughput_mbps = v.receiver.mbps;
+            if v.sent != s.bytes || s.mismatches != 0 {
                 s.errors.push(format!(
                     "stream not intact: sent {}, verified {}, {} mismatches",
-                    v["sent"], s.bytes, s.mismatches
+                    v.sent, s.bytes, s.mismatches
                 ));
             }
         }
-        Err(_) => s.errors.push(format!(
-            "stream failed: {}",
+        Err(e) => s.errors.push(format!(
+            "stream failed: {} ({e})",
             String::from_utf8_lossy(&out.stderr).trim()
         )),
     }
 }
 
+/// The part of `iperf3 --json`'s output the bench reads.
+#[derive(Deserialize)]
+struct Iperf3 {
+    error: Option<String>,
+    end: Option<Iperf3End>,
+}
+
+#[derive(Deserialize)]
+struct Iperf3End {
+    sum_received: Iperf3Sum,
+}
+
+#[derive(Deserialize)]
+struct Iperf3Sum {
+    bytes: u64,
+    bits_per_second: f64,
+}
+
+/// The part of `pvnet stat`'s aggregation counters the bench reads (`lro` in the answer).
+#[derive(Deserialize)]
+struct LroView {
+    lro_rate: f64,
+    flush_latency: LatencyView,
+}
+
+#[derive(Deserialize)]
+struct LatencyView {
+    p50_us: f64,
+    p99_us: f64,
+}
+
 fn parse_iperf3_stream(out: &std::process::Output, s: &mut Sample) {
-    match serde_json::from_slice::<serde_json::Value>(&out.stdout) {
-        Ok(v) if v["error"].is_string() => s
-            .errors
-            .push(format!("iperf3: {}", v["error"].as_str().unwrap_or(""))),
-        Ok(v) => {
-            let r = &v["end"]["sum_received"];
-            s.bytes = r["bytes"].as_u64().unwrap_or(0);
-            s.throughput_mbps = r["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6;
+    match serde_json::from_slice::<Iperf3>(&out.stdout) {
+        Ok(Iperf3 { error: Some(e), .. }) => s.errors.push(format!("iperf3: {e}")),
+        Ok(Iperf3 { end: Some(end), .. }) => {
+            s.bytes = end.sum_received.bytes;
+            s.throughput_mbps = end.sum_received.bits_per_second / 1e6;
             if s.bytes == 0 {
                 s.errors.push("iperf3 reported no bytes received".into());
             }
         }
-        Err(_) => s.errors.push(format!(
-            "iperf3 failed: {}",
+        Ok(_) => s
+            .errors
+            .push("iperf3 reported neither a result nor an error".into()),
+        Err(e) => s.errors.push(format!(
+            "iperf3 failed: {} ({e})",
             String::from_utf8_lossy(&out.stderr).trim()
         )),
     }

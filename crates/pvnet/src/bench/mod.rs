@@ -3,33 +3,41 @@
 //! after a warm-up, each repetition on a fresh testbed; every figure is reported as the median
 //! with min and max, and as a ratio against `linux` and `xen` from the same run.
 //!
-//! - [`configs`]: what each configuration runs;
+//! The modules depend one way (leaves first):
+//! - [`configs`]: what each configuration runs, and the CPUs of the two "machines";
+//! - [`testbed`]: one testbed per measurement, started and torn down;
 //! - [`measure`]: one repetition (stream, CPU accounting, retransmissions, TCP_RR);
 //! - [`paired`]: TCP_RR of two PV configurations (`xen` and `adaptive`) on one testbed, switched live;
-//! - [`summary`]: medians, min, max, ratios;
-//! - [`report`]: the tables, printed and as `report.md`; [`plot`]: the SVG plots;
-//! - [`progress`], [`interrupt`], [`child`]: the progress line, Ctrl-C, child processes.
+//! - [`summary`]: medians, min, max, ratios; [`run`]: a finished run;
+//! - [`report`]: the tables, printed and as `report.md`; [`plot`]: the SVG plots; [`output`]:
+//!   what is written to disk;
+//! - [`progress`], [`interrupt`], [`child`], [`machine`]: the progress line, Ctrl-C, child
+//!   processes, the machine's description.
+//!
+//! This module plans a run ([`Plan`]), executes it, and presents it.
 
 mod child;
 mod configs;
 mod interrupt;
 mod machine;
 mod measure;
+mod output;
 mod paired;
 mod plot;
 mod progress;
 mod report;
+mod run;
 mod summary;
+mod testbed;
 
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
-use serde_json::{json, Value};
 
 use measure::{Sample, Tool};
 use progress::Progress;
-use summary::ConfigSummary;
+use run::{Params, Run, SweepInfo};
 
 /// Bytes per send call of the stream sender. Large sends keep the sender cheap per byte, so the
 /// receiving side, not the sender, limits the stream (`report.md` says which side did).
@@ -99,7 +107,7 @@ pub struct BenchArgs {
     /// Frames per poll of the physical port (NAPI budget) in the PV configurations (1 to 512),
     /// as `pvnet up --budget`. Smaller polls aggregate less per poll, as in seed 000, where
     /// `lro` made 2.55 segments per aggregate.
-    #[arg(long, default_value_t = crate::daemon::DEFAULT_BUDGET)]
+    #[arg(long, default_value_t = crate::config::DEFAULT_BUDGET)]
     pub budget: usize,
     /// Microseconds for --sweep timeout, comma-separated (1 to 1000).
     #[arg(long, default_value = DEFAULT_SWEEP_VALUES)]
@@ -110,42 +118,6 @@ pub struct BenchArgs {
 pub enum SweepKind {
     /// The `timeout:USEC` flush policy.
     Timeout,
-}
-
-/// How the run is measured.
-#[derive(Clone, Copy, Debug)]
-pub struct Params {
-    pub reps: usize,
-    pub warmup_stream_seconds: f64,
-    pub warmup_rr_seconds: f64,
-    pub measure: measure::Params,
-    /// Rounds and seconds per TCP_RR run of the paired comparison (0 rounds: none).
-    pub paired_rounds: usize,
-    pub paired_seconds: f64,
-}
-
-/// What a `--sweep` ran.
-#[derive(Clone, Debug)]
-pub struct SweepInfo {
-    pub values: Vec<u32>,
-    pub references: Vec<String>,
-}
-
-/// A finished run: everything the report and results.json are made of.
-pub struct Run {
-    pub started_utc: String,
-    pub started_unix: u64,
-    pub revision: String,
-    pub wall_seconds: f64,
-    pub machine: Value,
-    pub params: Params,
-    pub configs: Vec<String>,
-    pub samples: Vec<Sample>,
-    pub summary: Vec<ConfigSummary>,
-    pub sweep: Option<SweepInfo>,
-    /// The paired TCP_RR comparison, when it ran; why it failed, when it did.
-    pub paired: Option<paired::Paired>,
-    pub paired_error: Option<String>,
 }
 
 /// The pair the paired TCP_RR comparison runs by default: issue 3 asks `adaptive` to stay
@@ -192,65 +164,10 @@ fn preflight(configs: &[String], tool: Tool) -> Result<()> {
     Ok(())
 }
 
-/// Adds a hint to a testbed that failed to start.
-pub fn explain_start_error(e: anyhow::Error, config: &str) -> anyhow::Error {
-    let text = format!("{e:#}");
-    let hint = if text.contains("already exists") || text.contains("File exists") {
-        " (a namespace or link of that name is already in use: a stale run? `pvnet down --all` removes runs)"
-    } else if text.contains("not supported") || text.contains("No such device") {
-        " (a kernel feature is missing: the testbed needs network namespaces, veth, TUN/TAP and AF_PACKET: CONFIG_NET_NS, CONFIG_VETH, CONFIG_TUN, CONFIG_PACKET)"
-    } else if text.contains("Address already in use") {
-        " (an address or port is already in use)"
-    } else {
-        ""
-    };
-    e.context(format!(
-        "configuration {config}: the testbed did not start{hint}"
-    ))
-}
-
 fn run_bench(args: BenchArgs) -> Result<()> {
-    let mut configs = match (&args.configs, args.sweep) {
-        (Some(c), _) => configs::parse(c)?,
-        (None, None) => configs::all(),
-        (None, Some(_)) => configs::parse("xen,adaptive")?,
-    };
-    let sweep = match args.sweep {
-        Some(SweepKind::Timeout) => {
-            let values = configs::parse_sweep_values(&args.sweep_values)?;
-            let references = configs.clone();
-            for v in &values {
-                let c = format!("timeout:{v}");
-                if !configs.contains(&c) {
-                    configs.push(c);
-                }
-            }
-            Some(SweepInfo { values, references })
-        }
-        None => None,
-    };
-    if args.msg_size == 0 {
-        bail!("--msg-size must be at least 1");
-    }
-    let reps = args.reps.unwrap_or(if args.quick { 1 } else { 3 });
-    let stream_seconds = args.duration.unwrap_or(if args.quick { 2.0 } else { 6.0 });
-    let rr_seconds = args
-        .rr_duration
-        .unwrap_or(if args.quick { 1.0 } else { 1.5 });
-    if reps == 0 || stream_seconds <= 0.0 || rr_seconds <= 0.0 {
-        bail!("--reps, --duration and --rr-duration must be positive");
-    }
-    if let Some(s) = args.paired_seconds {
-        if !(s > 0.0 && s <= 60.0) {
-            bail!("--paired-seconds must be in (0, 60], got {s}");
-        }
-    }
-    let pair = configs::parse_pair(&args.paired)?;
-    let ring_frames = crate::daemon::check_ring_frames(args.ring_frames)?;
-    let budget = crate::daemon::check_budget(args.budget)?;
-    preflight(&configs, args.tool)?;
+    let plan = Plan::new(&args)?;
+    preflight(&plan.configs, args.tool)?;
     interrupt::install()?;
-
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -269,66 +186,167 @@ fn run_bench(args: BenchArgs) -> Result<()> {
             others.join(", ")
         );
     }
-
-    let tsc_hz = pvnet_perf::cpu::tsc_hz();
-    let params = Params {
-        reps,
-        warmup_stream_seconds: if args.quick { 1.0 } else { 2.0 },
-        warmup_rr_seconds: if args.quick { 0.5 } else { 1.0 },
-        measure: measure::Params {
-            stream_seconds,
-            rr_seconds,
-            msg_size: args.msg_size,
-            tool: args.tool,
-            tsc_hz,
-            ring_frames,
-            budget,
-        },
-        paired_rounds: if configs.contains(&pair.0) && configs.contains(&pair.1) {
-            args.paired_rounds
-                .unwrap_or(if args.quick { 15 } else { 256 })
-        } else {
-            0
-        },
-        paired_seconds: args.paired_seconds.unwrap_or(0.1),
-    };
-    let warm = measure::Params {
-        stream_seconds: params.warmup_stream_seconds,
-        rr_seconds: params.warmup_rr_seconds,
-        ..params.measure
-    };
-    let iperf3_extra = |p: &measure::Params| match p.tool {
-        Tool::Iperf3 => measure::iperf3_seconds(p.stream_seconds) as f64 - p.stream_seconds,
-        Tool::Builtin => 0.0,
-    };
-    // The plan: one warm-up repetition of each configuration, then the measured ones,
-    // interleaved.
-    let mut plan: Vec<(String, usize, bool)> =
-        configs.iter().map(|c| (c.clone(), 0, true)).collect();
-    for rep in 1..=reps {
-        plan.extend(configs.iter().map(|c| (c.clone(), rep, false)));
-    }
-    let mut planned: Vec<f64> = plan
-        .iter()
-        .map(|(_, _, w)| {
-            let p = if *w { &warm } else { &params.measure };
-            p.stream_seconds + iperf3_extra(p) + p.rr_seconds
-        })
-        .collect();
-    if params.paired_rounds > 0 {
-        planned.push(2.0 * params.paired_rounds as f64 * params.paired_seconds);
-    }
-    let progress = Progress::new(planned);
     let t0 = Instant::now();
+    let (samples, paired) = execute(&plan)?;
+    let (paired, paired_error) = paired;
+    let Plan {
+        configs,
+        sweep,
+        params,
+        ..
+    } = plan;
+    let summary = summary::summarize(&configs, &samples);
+    let run = Run {
+        started_utc,
+        started_unix,
+        revision: machine::REVISION.to_string(),
+        wall_seconds: t0.elapsed().as_secs_f64(),
+        machine: machine::describe(params.measure.tsc_hz),
+        params,
+        configs,
+        samples,
+        summary,
+        sweep,
+        paired,
+        paired_error,
+    };
+    present(&run, &args, &out)
+}
+
+/// What a bench will run, checked before anything starts.
+struct Plan {
+    configs: Vec<String>,
+    sweep: Option<SweepInfo>,
+    pair: (String, String),
+    params: Params,
+}
+
+impl Plan {
+    fn new(args: &BenchArgs) -> Result<Plan> {
+        let mut configs = match (&args.configs, args.sweep) {
+            (Some(c), _) => configs::parse(c)?,
+            (None, None) => configs::all(),
+            (None, Some(_)) => configs::parse("xen,adaptive")?,
+        };
+        let sweep = match args.sweep {
+            Some(SweepKind::Timeout) => {
+                let values = configs::parse_sweep_values(&args.sweep_values)?;
+                let references = configs.clone();
+                for v in &values {
+                    let c = format!("timeout:{v}");
+                    if !configs.contains(&c) {
+                        configs.push(c);
+                    }
+                }
+                Some(SweepInfo { values, references })
+            }
+            None => None,
+        };
+        if args.msg_size == 0 {
+            bail!("--msg-size must be at least 1");
+        }
+        let reps = args.reps.unwrap_or(if args.quick { 1 } else { 3 });
+        let stream_seconds = args.duration.unwrap_or(if args.quick { 2.0 } else { 6.0 });
+        let rr_seconds = args
+            .rr_duration
+            .unwrap_or(if args.quick { 1.0 } else { 1.5 });
+        if reps == 0 || stream_seconds <= 0.0 || rr_seconds <= 0.0 {
+            bail!("--reps, --duration and --rr-duration must be positive");
+        }
+        if let Some(s) = args.paired_seconds {
+            if !(s > 0.0 && s <= 60.0) {
+                bail!("--paired-seconds must be in (0, 60], got {s}");
+            }
+        }
+        let pair = configs::parse_pair(&args.paired)?;
+        let ring_frames = crate::config::check_ring_frames(args.ring_frames)?;
+        let budget = crate::config::check_budget(args.budget)?;
+        let params = Params {
+            reps,
+            warmup_stream_seconds: if args.quick { 1.0 } else { 2.0 },
+            warmup_rr_seconds: if args.quick { 0.5 } else { 1.0 },
+            measure: measure::Params {
+                stream_seconds,
+                rr_seconds,
+                msg_size: args.msg_size,
+                tool: args.tool,
+                tsc_hz: pvnet_perf::cpu::tsc_hz(),
+                ring_frames,
+                budget,
+            },
+            paired_rounds: if configs.contains(&pair.0) && configs.contains(&pair.1) {
+                args.paired_rounds
+                    .unwrap_or(if args.quick { 15 } else { 256 })
+            } else {
+                0
+            },
+            paired_seconds: args.paired_seconds.unwrap_or(0.1),
+        };
+        Ok(Plan {
+            configs,
+            sweep,
+            pair,
+            params,
+        })
+    }
+
+    /// The warm-up repetitions' parameters.
+    fn warm(&self) -> measure::Params {
+        measure::Params {
+            stream_seconds: self.params.warmup_stream_seconds,
+            rr_seconds: self.params.warmup_rr_seconds,
+            ..self.params.measure
+        }
+    }
+
+    /// One warm-up repetition of each configuration, then the measured ones, interleaved:
+    /// (configuration, repetition, warm-up).
+    fn steps(&self) -> Vec<(String, usize, bool)> {
+        let mut plan: Vec<(String, usize, bool)> =
+            self.configs.iter().map(|c| (c.clone(), 0, true)).collect();
+        for rep in 1..=self.params.reps {
+            plan.extend(self.configs.iter().map(|c| (c.clone(), rep, false)));
+        }
+        plan
+    }
+
+    /// Seconds each step is planned to take, the paired comparison last.
+    fn planned_seconds(&self) -> Vec<f64> {
+        let warm = self.warm();
+        let iperf3_extra = |p: &measure::Params| match p.tool {
+            Tool::Iperf3 => measure::iperf3_seconds(p.stream_seconds) as f64 - p.stream_seconds,
+            Tool::Builtin => 0.0,
+        };
+        let mut planned: Vec<f64> = (self.steps().iter())
+            .map(|(_, _, w)| {
+                let p = if *w { &warm } else { &self.params.measure };
+                p.stream_seconds + iperf3_extra(p) + p.rr_seconds
+            })
+            .collect();
+        if self.params.paired_rounds > 0 {
+            planned.push(2.0 * self.params.paired_rounds as f64 * self.params.paired_seconds);
+        }
+        planned
+    }
+}
+
+type PairedOutcome = (Option<paired::Paired>, Option<String>);
+
+/// Runs the plan: every step on a fresh testbed, then the paired comparison. A failed
+/// paired comparison still leaves the samples their report (the failure goes into it).
+fn execute(plan: &Plan) -> Result<(Vec<Sample>, PairedOutcome)> {
+    let progress = Progress::new(plan.planned_seconds());
+    let warm = plan.warm();
+    let reps = plan.params.reps;
     let mut samples = Vec::new();
-    for (c, rep, warmup) in &plan {
+    for (c, rep, warmup) in &plan.steps() {
         let what = if *warmup {
             format!("{c}, warm-up")
         } else {
             format!("{c}, repetition {rep}/{reps}")
         };
         progress.step(&what);
-        let p = if *warmup { &warm } else { &params.measure };
+        let p = if *warmup { &warm } else { &plan.params.measure };
         let s = measure::run_one(c, *rep, *warmup, p, &progress);
         progress.step_done();
         match s {
@@ -339,49 +357,40 @@ fn run_bench(args: BenchArgs) -> Result<()> {
             }
         }
     }
-    let paired = if params.paired_rounds > 0 {
-        progress.step(&format!("{} and {} on one testbed", pair.0, pair.1));
+    let mut paired = (None, None);
+    if plan.params.paired_rounds > 0 {
+        let (a, b) = &plan.pair;
+        progress.step(&format!("{a} and {b} on one testbed"));
         let r = paired::run(
-            &pair.0,
-            &pair.1,
-            params.paired_rounds,
-            params.paired_seconds,
-            params.measure.ring_frames,
-            params.measure.budget,
+            a,
+            b,
+            plan.params.paired_rounds,
+            plan.params.paired_seconds,
+            plan.params.measure.ring_frames,
+            plan.params.measure.budget,
             &progress,
         );
         progress.step_done();
-        match r {
-            Ok(p) => Ok(p),
+        paired = match r {
+            Ok(p) => (Some(p), None),
             Err(e) if e.downcast_ref::<interrupt::Interrupted>().is_some() => {
                 progress.finish();
                 return Err(e);
             }
-            // The measurements so far still make their report; the failure goes into it.
-            Err(e) => Err(format!("the paired TCP_RR comparison failed: {e:#}")),
-        }
-        .map_or_else(|e| (None, Some(e)), |p| (Some(p), None))
-    } else {
-        (None, None)
-    };
-    let (paired, paired_error) = paired;
+            Err(e) => (
+                None,
+                Some(format!("the paired TCP_RR comparison failed: {e:#}")),
+            ),
+        };
+    }
     progress.finish();
+    Ok((samples, paired))
+}
 
-    let summary = summary::summarize(&configs, &samples);
-    let run = Run {
-        started_utc,
-        started_unix,
-        revision: machine::REVISION.to_string(),
-        wall_seconds: t0.elapsed().as_secs_f64(),
-        machine: machine::describe(tsc_hz),
-        params,
-        configs,
-        samples,
-        summary,
-        sweep,
-        paired,
-        paired_error,
-    };
+/// Prints the tables and warnings, writes the outputs, and fails if any configuration or the
+/// paired comparison reported errors.
+fn present(run: &Run, args: &BenchArgs, out: &Path) -> Result<()> {
+    let reps = run.params.reps;
     for t in report::tables(&run.summary, reps) {
         println!("{}", t.text());
     }
@@ -393,10 +402,10 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         println!("{}\n", report::paired_verdict_note(p));
     }
     println!("{}\n", report::limit_note(&run.summary, args.msg_size));
-    for w in report::warnings(&run) {
+    for w in report::warnings(run) {
         eprintln!("pvnet bench: warning: {w}");
     }
-    write_outputs(&run, &out, args.json.as_deref())?;
+    output::write_outputs(run, out, args.json.as_deref())?;
     eprintln!(
         "pvnet bench: {:.0} s; wrote {}/report.md, results.json, throughput.svg, cycles.svg{}",
         run.wall_seconds,
@@ -407,15 +416,13 @@ fn run_bench(args: BenchArgs) -> Result<()> {
             ""
         }
     );
-    let bad: Vec<&str> = run
-        .summary
-        .iter()
-        .filter(|c| !c.errors.is_empty())
-        .map(|c| c.name.as_str())
-        .collect();
     if let Some(e) = &run.paired_error {
         bail!("{e}");
     }
+    let bad: Vec<&str> = (run.summary.iter())
+        .filter(|c| !c.errors.is_empty())
+        .map(|c| c.name.as_str())
+        .collect();
     if !bad.is_empty() {
         bail!(
             "errors in {}: see the report's Errors section",
@@ -423,130 +430,4 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// results.json: the machine, the parameters, the summary of each configuration, the sweep,
-/// and every raw sample (warm-up included, marked).
-pub fn results_json(run: &Run) -> Value {
-    let p = &run.params;
-    let configs: serde_json::Map<String, Value> = run
-        .summary
-        .iter()
-        .map(|c| (c.name.clone(), summary::to_json(c)))
-        .collect();
-    let sweep = run.sweep.as_ref().map(|sw| {
-        let points: Vec<Value> = sw
-            .values
-            .iter()
-            .filter_map(|v| {
-                let c = run.summary.iter().find(|c| c.name == format!("timeout:{v}"))?;
-                Some(json!({
-                    "timeout_us": v,
-                    "config": c.name,
-                    "throughput_mbps": c.median("throughput_mbps"),
-                    "rr_tps": c.median("rr_tps"),
-                    "lro_rate": c.median("lro_rate"),
-                    "cycles_per_byte_total": c.median("cycles_per_byte.total"),
-                }))
-            })
-            .collect();
-        json!({ "policy": "timeout", "values_us": sw.values, "references": sw.references, "points": points })
-    });
-    json!({
-        "tool": "pvnet bench",
-        "version": env!("CARGO_PKG_VERSION"),
-        "revision": run.revision,
-        "started_utc": run.started_utc,
-        "started_unix": run.started_unix,
-        "wall_seconds": run.wall_seconds,
-        "machine": run.machine,
-        "parameters": {
-            "configs": run.configs,
-            "reps": p.reps,
-            "interleaved": true,
-            "warmup": { "reps": 1, "stream_seconds": p.warmup_stream_seconds, "rr_seconds": p.warmup_rr_seconds },
-            "stream_seconds": p.measure.stream_seconds,
-            "rr_seconds": p.measure.rr_seconds,
-            "msg_size": p.measure.msg_size,
-            "ring_frames": p.measure.ring_frames,
-            "budget": p.measure.budget,
-            "ring_frame_size": pvnet_pnic::frame_size_for_mtu(crate::daemon::WIRE_MTU),
-            "tool": p.measure.tool,
-            "rr_tool": "builtin",
-            "rx_cpu": measure::RX_CPU,
-            "tx_cpu": measure::TX_CPU,
-            "saturated_at": measure::SATURATED,
-            "paired_rounds": p.paired_rounds,
-            "paired_seconds": p.paired_seconds,
-        },
-        "order": run.configs,
-        "configs": configs,
-        "sweep": sweep,
-        "rr_paired": run.paired,
-        "rr_paired_error": run.paired_error,
-        "warnings": report::warnings(run),
-        "samples": run.samples,
-    })
-}
-
-fn write_outputs(run: &Run, out: &Path, json_copy: Option<&Path>) -> Result<()> {
-    let w = |name: &str, text: &str| {
-        let p = out.join(name);
-        std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))
-    };
-    let results = serde_json::to_string_pretty(&results_json(run))?;
-    w("results.json", &results)?;
-    if let Some(j) = json_copy {
-        std::fs::write(j, &results).with_context(|| format!("writing {}", j.display()))?;
-    }
-    w("report.md", &report::markdown(run))?;
-    plot::throughput(&out.join("throughput.svg"), &run.summary, run.params.reps)
-        .context("throughput.svg")?;
-    plot::cycles(&out.join("cycles.svg"), &run.summary, run.params.reps).context("cycles.svg")?;
-    if let Some(sw) = &run.sweep {
-        let points: Vec<(f64, &ConfigSummary)> = sw
-            .values
-            .iter()
-            .filter_map(|v| {
-                let c = run
-                    .summary
-                    .iter()
-                    .find(|c| c.name == format!("timeout:{v}"))?;
-                Some((f64::from(*v), c))
-            })
-            .collect();
-        let refs: Vec<&ConfigSummary> = run
-            .summary
-            .iter()
-            .filter(|c| sw.references.contains(&c.name))
-            .collect();
-        plot::sweep(&out.join("sweep.svg"), &points, &refs).context("sweep.svg")?;
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn start_errors_get_a_hint() {
-        let e = |m: &str| format!("{:#}", explain_start_error(anyhow::anyhow!("{m}"), "xen"));
-        let s = e("the daemon exited: namespace pvnet-abc123-dd already exists");
-        assert!(
-            s.starts_with("configuration xen: the testbed did not start"),
-            "{s}"
-        );
-        assert!(
-            s.contains("already in use") && s.contains("pvnet down --all"),
-            "{s}"
-        );
-        let s = e("creating veth pair a <-> b: Operation not supported (os error 95)");
-        assert!(
-            s.contains("kernel feature is missing") && s.contains("CONFIG_VETH"),
-            "{s}"
-        );
-        assert!(e("bind: Address already in use").contains("port is already in use"));
-        assert!(e("something else").ends_with("something else"));
-    }
 }

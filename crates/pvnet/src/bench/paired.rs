@@ -21,8 +21,9 @@ use serde::Serialize;
 use super::measure;
 use super::progress::Progress;
 use super::summary::{geomean_ci95_batched, Stat};
-use super::{child, configs, interrupt};
-use crate::daemon::{self, AdminRequest};
+use super::{child, configs, interrupt, testbed};
+use crate::admin::{self, AdminReply, AdminRequest, SetRequest};
+use crate::config::DaemonConfig;
 use pvnet_perf::RrSlice;
 
 /// Issue 3's criterion ("`adaptive` TCP_RR within 2 % of `xen`") judged on the confidence
@@ -138,28 +139,6 @@ impl Paired {
     }
 }
 
-/// The live settings that turn a running PV testbed into `config`.
-pub fn set_request(config: &str) -> Result<daemon::SetRequest> {
-    let c = configs::daemon_config(config)?;
-    if c.mode != daemon::Mode::Xen {
-        bail!("{config} is not a PV configuration (the xen path, with or without aggregation): it cannot be switched to on a running testbed");
-    }
-    Ok(match &c.lro {
-        Some(l) => daemon::SetRequest {
-            port: None,
-            lro: Some(l.policy.to_string()),
-            mode: Some(l.mode),
-            bo: Some(c.bo),
-        },
-        None => daemon::SetRequest {
-            port: None,
-            lro: Some("off".into()),
-            mode: None,
-            bo: Some(c.bo),
-        },
-    })
-}
-
 /// Runs `rounds` rounds of TCP_RR, `seconds` each, of `base` and `other` on one testbed.
 pub fn run(
     base: &str,
@@ -171,25 +150,18 @@ pub fn run(
     progress: &Progress,
 ) -> Result<Paired> {
     let t0 = Instant::now();
-    let set_base = set_request(base)?;
-    let set_other = set_request(other)?;
-    let cfg = daemon::DaemonConfig {
+    let set_base = configs::set_request(base)?;
+    let set_other = configs::set_request(other)?;
+    let cfg = DaemonConfig {
         ring_frames,
         budget,
         ..configs::daemon_config(base)?
     };
-    let info = crate::start_daemon(&cfg, false).map_err(|e| super::explain_start_error(e, base))?;
-    let res = interrupt::check()
-        .map_err(anyhow::Error::from)
-        .and_then(|()| {
-            rounds_on(
-                &info, base, other, &set_base, &set_other, rounds, seconds, progress,
-            )
-        });
-    progress.phase("tearing the testbed down", 0.0);
-    let down = crate::down(&info.id).context("tearing the testbed down");
-    let mut p = res?;
-    down?;
+    let (mut p, info) = testbed::with_testbed(&cfg, base, progress, |info| {
+        rounds_on(
+            info, base, other, &set_base, &set_other, rounds, seconds, progress,
+        )
+    })?;
     p.run_id = info.id.clone();
     p.wall_seconds = t0.elapsed().as_secs_f64();
     Ok(p)
@@ -200,8 +172,8 @@ fn rounds_on(
     info: &crate::rundir::RunInfo,
     base: &str,
     other: &str,
-    set_base: &daemon::SetRequest,
-    set_other: &daemon::SetRequest,
+    set_base: &SetRequest,
+    set_other: &SetRequest,
     rounds: usize,
     seconds: f64,
     progress: &Progress,
@@ -239,15 +211,13 @@ fn rounds_on(
         };
         for (name, set, is_base) in order {
             interrupt::check()?;
-            let v = daemon::admin_call(&info.id, &AdminRequest::Set(set.clone()))
+            let reply = admin::call(&info.id, &AdminRequest::Set(set.clone()))
                 .with_context(|| format!("switching the testbed to {name}"))?;
-            if v["ok"].as_bool() != Some(true) {
-                bail!(
-                    "switching the testbed to {name}: {}",
-                    v["error"].as_str().unwrap_or("the daemon refused")
-                );
+            match reply {
+                AdminReply::Set(st) => settings.push(st.lro),
+                AdminReply::Error(e) => bail!("switching the testbed to {name}: {e}"),
+                other => bail!("switching the testbed to {name}: the daemon answered {other:?}"),
             }
-            settings.push(v["settings"]["lro"].as_str().unwrap_or("?").to_string());
             let tps = client.slice(seconds, name)?;
             if is_base {
                 base_tps.push(tps);
@@ -276,7 +246,7 @@ struct Stepped {
 
 impl Stepped {
     fn start(remote: &Netns, exe: &std::path::Path, to: &str, total: f64) -> Result<Stepped> {
-        let mut cmd = child::pinned(remote.command(exe), measure::TX_CPU);
+        let mut cmd = child::pinned(remote.command(exe), configs::TX_CPU);
         cmd.args(["perf", "rr", to, "--port", &measure::PORT.to_string()])
             .args(["--stepped", "--duration", &format!("{total:.3}")])
             .stdin(Stdio::piped())
@@ -395,20 +365,5 @@ mod tests {
         assert_eq!(p.verdict, Verdict::Fails);
         assert_eq!(p.verdict.as_str(), "fails");
         assert_eq!(serde_json::to_value(p.verdict).unwrap(), "fails");
-    }
-
-    #[test]
-    fn set_requests_of_the_pv_configurations() {
-        let x = set_request("xen").unwrap();
-        assert_eq!(x.lro.as_deref(), Some("off"));
-        assert_eq!(x.bo, Some(false));
-        let a = set_request("adaptive").unwrap();
-        assert_eq!(a.lro.as_deref(), Some("adaptive"));
-        let b = set_request("bo").unwrap();
-        assert_eq!((b.lro.as_deref(), b.bo), (Some("poll"), Some(true)));
-        assert_eq!(set_request("da").unwrap().lro.as_deref(), Some("every:2"));
-        let e = set_request("linux").unwrap_err().to_string();
-        assert!(e.contains("not a PV configuration"), "{e}");
-        assert!(set_request("nonsense").is_err());
     }
 }

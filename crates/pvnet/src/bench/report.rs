@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
+use super::run::Run;
 use super::summary::{metric, ConfigSummary, Stat};
-use super::Run;
 
 /// A table: a label column, then one column per configuration (or per sweep figure).
 #[derive(Clone, Debug, Default)]
@@ -430,10 +430,10 @@ pub fn markdown(run: &Run) -> String {
         },
         p.measure.msg_size,
         p.measure.rr_seconds,
-        super::measure::RX_CPU,
-        super::measure::TX_CPU,
+        super::configs::RX_CPU,
+        super::configs::TX_CPU,
         p.measure.ring_frames,
-        pvnet_pnic::frame_size_for_mtu(crate::daemon::WIRE_MTU),
+        pvnet_pnic::frame_size_for_mtu(crate::config::WIRE_MTU),
         p.measure.budget,
     );
     let _ = writeln!(

@@ -1,0 +1,132 @@
+//! The admin protocol between the `pvnet` commands (`stat`, `set`, `down`, the bench) and a
+//! running daemon: typed requests and replies, one JSON message each way on a
+//! `SOCK_SEQPACKET` socket in the run's directory.
+
+use std::os::fd::{AsFd, AsRawFd};
+
+use anyhow::{bail, Context, Result};
+use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
+use pvnet_dd::lro;
+use pvnet_hv::ctl;
+use serde::{Deserialize, Serialize};
+
+use crate::rundir;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum AdminRequest {
+    Stat,
+    Down,
+    /// Reconfigures the data path of a running system; None leaves a setting as it is.
+    Set(SetRequest),
+}
+
+/// `pvnet set`'s changes, parsed by the command (the daemon receives types, not strings).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SetRequest {
+    /// The physical port to change (None: the only one).
+    pub port: Option<String>,
+    /// The aggregation policy, or off.
+    pub lro: Option<LroChange>,
+    pub mode: Option<lro::Mode>,
+    pub bo: Option<bool>,
+}
+
+/// A change of the aggregation policy. (Not an `Option<Policy>`: inside `SetRequest`'s own
+/// `Option`, JSON would read "off" (`Some(None)`) back as "unchanged" (`None`).)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LroChange {
+    Off,
+    On(lro::Policy),
+}
+
+impl LroChange {
+    /// The policy it sets (None: aggregation off).
+    pub fn policy(self) -> Option<lro::Policy> {
+        match self {
+            LroChange::Off => None,
+            LroChange::On(p) => Some(p),
+        }
+    }
+}
+
+/// The data path's settings, as `set` leaves them and `stat` shows them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    pub port: String,
+    /// The flush policy, or `off`.
+    pub lro: String,
+    pub mode: lro::Mode,
+    pub bo: bool,
+}
+
+/// The daemon's answer to an [`AdminRequest`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum AdminReply {
+    /// `Down`: the daemon is stopping.
+    Stopping,
+    /// `Set` applied: the settings now.
+    Set(Settings),
+    /// `Stat`: every counter, as `pvnet stat --json` prints it.
+    Stat(serde_json::Value),
+    /// The request was refused, and nothing changed.
+    Error(String),
+}
+
+/// Sends one admin request to run `id`'s daemon and returns its answer.
+pub fn call(id: &str, req: &AdminRequest) -> Result<AdminReply> {
+    let path = rundir::ctl_path(id);
+    let fd = socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    socket::connect(fd.as_raw_fd(), &UnixAddr::new(&path)?)
+        .with_context(|| format!("connecting to the pvnet daemon at {}", path.display()))?;
+    ctl::send(fd.as_fd(), req, &[])?;
+    match ctl::recv::<AdminReply>(fd.as_fd())? {
+        Some((v, _)) => Ok(v),
+        None => bail!("the daemon closed the connection without answering"),
+    }
+}
+
+/// Run `id`'s counters ([`AdminRequest::Stat`]).
+pub fn stat(id: &str) -> Result<serde_json::Value> {
+    match call(id, &AdminRequest::Stat)? {
+        AdminReply::Stat(v) => Ok(v),
+        AdminReply::Error(e) => bail!("{e}"),
+        other => bail!("the daemon answered a stat request with {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_set_request_survives_the_socket() {
+        for lro in [
+            None,
+            Some(LroChange::Off),
+            Some(LroChange::On(lro::Policy::Every(2))),
+            Some(LroChange::On(lro::Policy::Timeout { us: 50 })),
+        ] {
+            let r = AdminRequest::Set(SetRequest {
+                port: Some("eth0".into()),
+                lro,
+                mode: Some(lro::Mode::Page),
+                bo: Some(false),
+            });
+            let back: AdminRequest =
+                serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+            let AdminRequest::Set(b) = back else {
+                panic!("not a set request")
+            };
+            assert_eq!(b.lro, lro);
+            assert_eq!(
+                (b.port.as_deref(), b.mode, b.bo),
+                (Some("eth0"), Some(lro::Mode::Page), Some(false))
+            );
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! What a finished run leaves on disk: results.json, report.md and the plots.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde_json::{json, Value};
+
+use super::configs;
+use super::measure;
+use super::run::Run;
+use super::summary::{self, ConfigSummary};
+use super::{plot, report};
+
+/// results.json: the machine, the parameters, the summary of each configuration, the sweep,
+/// and every raw sample (warm-up included, marked).
+pub fn results_json(run: &Run) -> Value {
+    let p = &run.params;
+    let configs: serde_json::Map<String, Value> = run
+        .summary
+        .iter()
+        .map(|c| (c.name.clone(), summary::to_json(c)))
+        .collect();
+    let sweep = run.sweep.as_ref().map(|sw| {
+        let points: Vec<Value> = sw
+            .values
+            .iter()
+            .filter_map(|v| {
+                let c = run.summary.iter().find(|c| c.name == format!("timeout:{v}"))?;
+                Some(json!({
+                    "timeout_us": v,
+                    "config": c.name,
+                    "throughput_mbps": c.median("throughput_mbps"),
+                    "rr_tps": c.median("rr_tps"),
+                    "lro_rate": c.median("lro_rate"),
+                    "cycles_per_byte_total": c.median("cycles_per_byte.total"),
+                }))
+            })
+            .collect();
+        json!({ "policy": "timeout", "values_us": sw.values, "references": sw.references, "points": points })
+    });
+    json!({
+        "tool": "pvnet bench",
+        "version": env!("CARGO_PKG_VERSION"),
+        "revision": run.revision,
+        "started_utc": run.started_utc,
+        "started_unix": run.started_unix,
+        "wall_seconds": run.wall_seconds,
+        "machine": run.machine,
+        "parameters": {
+            "configs": run.configs,
+            "reps": p.reps,
+            "interleaved": true,
+            "warmup": { "reps": 1, "stream_seconds": p.warmup_stream_seconds, "rr_seconds": p.warmup_rr_seconds },
+            "stream_seconds": p.measure.stream_seconds,
+            "rr_seconds": p.measure.rr_seconds,
+            "msg_size": p.measure.msg_size,
+            "ring_frames": p.measure.ring_frames,
+            "budget": p.measure.budget,
+            "ring_frame_size": pvnet_pnic::frame_size_for_mtu(crate::config::WIRE_MTU),
+            "tool": p.measure.tool,
+            "rr_tool": "builtin",
+            "rx_cpu": configs::RX_CPU,
+            "tx_cpu": configs::TX_CPU,
+            "saturated_at": measure::SATURATED,
+            "paired_rounds": p.paired_rounds,
+            "paired_seconds": p.paired_seconds,
+        },
+        "order": run.configs,
+        "configs": configs,
+        "sweep": sweep,
+        "rr_paired": run.paired,
+        "rr_paired_error": run.paired_error,
+        "warnings": report::warnings(run),
+        "samples": run.samples,
+    })
+}
+
+pub fn write_outputs(run: &Run, out: &Path, json_copy: Option<&Path>) -> Result<()> {
+    let w = |name: &str, text: &str| {
+        let p = out.join(name);
+        std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))
+    };
+    let results = serde_json::to_string_pretty(&results_json(run))?;
+    w("results.json", &results)?;
+    if let Some(j) = json_copy {
+        std::fs::write(j, &results).with_context(|| format!("writing {}", j.display()))?;
+    }
+    w("report.md", &report::markdown(run))?;
+    plot::throughput(&out.join("throughput.svg"), &run.summary, run.params.reps)
+        .context("throughput.svg")?;
+    plot::cycles(&out.join("cycles.svg"), &run.summary, run.params.reps).context("cycles.svg")?;
+    if let Some(sw) = &run.sweep {
+        let points: Vec<(f64, &ConfigSummary)> = sw
+            .values
+            .iter()
+            .filter_map(|v| {
+                let c = run
+                    .summary
+                    .iter()
+                    .find(|c| c.name == format!("timeout:{v}"))?;
+                Some((f64::from(*v), c))
+            })
+            .collect();
+        let refs: Vec<&ConfigSummary> = run
+            .summary
+            .iter()
+            .filter(|c| sw.references.contains(&c.name))
+            .collect();
+        plot::sweep(&out.join("sweep.svg"), &points, &refs).context("sweep.svg")?;
+    }
+    Ok(())
+}

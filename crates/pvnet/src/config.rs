@@ -1,0 +1,118 @@
+//! What a run is made of: the daemon's configuration, as `up` and `bench` build it and the
+//! daemon receives it, with the checks of every bound a user can set.
+
+use anyhow::{bail, Result};
+use pvnet_dd::lro;
+use pvnet_testbed::RunId;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// No virtualization: the driver domain's veth end gets an address, receivers run there.
+    Linux,
+    /// The PV path (aggregation as configured).
+    Xen,
+    /// The floor of this emulation: the physical port's packet ring and each guest's TAP,
+    /// served by the daemon itself, without the Xen machinery in between (`crate::relay`).
+    Relay,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DaemonConfig {
+    pub id: String,
+    pub mode: Mode,
+    pub guests: usize,
+    /// Extra domains served to an external frontend through a socket (tests).
+    pub attach: usize,
+    /// Frames per pnic poll.
+    pub budget: usize,
+    /// CPU for the daemon and guests (the receiving CPU); None = no pinning.
+    pub cpu: Option<usize>,
+    pub rps: bool,
+    /// The sender's CPU: the remote host's input is steered there (None: not steered).
+    #[serde(default)]
+    pub sender_cpu: Option<usize>,
+    /// Receive aggregation at the physical port (None: off, the `xen` baseline).
+    #[serde(default)]
+    pub lro: Option<LroSettings>,
+    /// Bridge optimization: forward skb-mode aggregates without linearizing them.
+    #[serde(default)]
+    pub bo: bool,
+    /// Whether the guests' netfronts advertise GSO.
+    #[serde(default = "yes")]
+    pub guest_gso: bool,
+    /// GRO on the physical port's veth end (the `linux-gro` bench configuration).
+    #[serde(default)]
+    pub gro: bool,
+    /// Slots of the physical port's packet ring (see [`check_ring_frames`]).
+    #[serde(default = "default_ring_frames")]
+    pub ring_frames: u32,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_ring_frames() -> u32 {
+    pvnet_pnic::DEFAULT_FRAME_NR
+}
+
+/// The MTU of the testbed's wire (the veth between the remote host and the driver domain).
+pub const WIRE_MTU: u32 = 1500;
+
+/// Fewest and most slots `--ring-frames` accepts: below a few polls' worth the kernel drops
+/// whenever the daemon is descheduled; above 64 Ki slots (104 MiB) it is only memory.
+pub const RING_FRAMES_MIN: u32 = 256;
+pub const RING_FRAMES_MAX: u32 = 65536;
+
+/// Frames per poll of the physical port unless `--budget` says otherwise (NAPI's weight).
+pub const DEFAULT_BUDGET: usize = 64;
+/// Bounds of the physical port's poll budget. The port is not polled while a guest's RX queue
+/// could not take a poll's worth of frames ([`pvnet_dd::netback::RX_QUEUE_LIMIT`]): a budget
+/// near the limit would hold the port back most of the time, one over it always.
+pub const BUDGET_MIN: usize = 1;
+pub const BUDGET_MAX: usize = pvnet_dd::netback::RX_QUEUE_LIMIT / 2;
+
+/// Checks a `--budget` value.
+pub fn check_budget(n: usize) -> Result<usize> {
+    if !(BUDGET_MIN..=BUDGET_MAX).contains(&n) {
+        bail!("--budget must be between {BUDGET_MIN} and {BUDGET_MAX}, got {n}");
+    }
+    Ok(n)
+}
+
+/// Checks a `--ring-frames` value.
+pub fn check_ring_frames(n: u32) -> Result<u32> {
+    if !(RING_FRAMES_MIN..=RING_FRAMES_MAX).contains(&n) {
+        bail!("--ring-frames must be between {RING_FRAMES_MIN} and {RING_FRAMES_MAX}, got {n}");
+    }
+    Ok(n)
+}
+
+/// How the physical port aggregates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LroSettings {
+    pub policy: lro::Policy,
+    pub mode: lro::Mode,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            id: RunId::new().as_str().to_string(),
+            mode: Mode::Xen,
+            guests: 1,
+            attach: 0,
+            budget: DEFAULT_BUDGET,
+            cpu: Some(0),
+            rps: true,
+            sender_cpu: None,
+            lro: None,
+            bo: false,
+            guest_gso: true,
+            gro: false,
+            ring_frames: pvnet_pnic::DEFAULT_FRAME_NR,
+        }
+    }
+}
