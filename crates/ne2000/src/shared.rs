@@ -472,7 +472,7 @@ mod tests {
         assert!(ring(0x4c, 0x80, 0x50).full(0x50));
         // Wrapped: CURR above BNRY, free = ring - (CURR - BNRY).
         assert!(!ring(0x4c, 0x80, 0x7e).full(0x50)); // 52 - 46 = 6 pages
-        assert!(ring(0x4c, 0x80, 0x7e).full(0x51)); // 5 pages
+        assert!(ring(0x4c, 0x80, 0x7e).full(0x4f)); // 5 pages
                                                     // BNRY one below PSTART (Linux writes next_frame - 1): 52 - 51 = 1 page.
         assert!(ring(0x4c, 0x80, 0x7e).full(0x4b));
         assert!(!ring(0x4c, 0x80, 0x4c).full(0x4b));
