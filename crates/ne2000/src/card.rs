@@ -227,7 +227,7 @@ impl Card {
     /// Serve one port access (any port, any width): the device model's side.
     pub fn dm_access(&mut self, shared: &SharedRegs, access: Access) -> Completion {
         let access = access.normalised();
-        if !needs_card(shared, access) {
+        if !needs_card(access) {
             return register_access(shared, access);
         }
         match access {

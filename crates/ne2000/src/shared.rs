@@ -33,7 +33,13 @@
 //! *before* it reads BNRY to decide the ring is full, and a BNRY write stores BNRY *before* it
 //! reads `rx_blocked`; with sequential consistency at least one side sees the other, so a freed
 //! ring never leaves a held frame asleep (the BNRY writer gets `wake_rx`, or the receive path
-//! sees the new BNRY).
+//! sees the new BNRY). The price is an occasional spurious `wake_rx` (a receive that set the
+//! flag and then found room); a retry that meets a full ring again just holds the frame again.
+//!
+//! Races that remain, on purpose: a guest write to PSTART/PSTOP/RCR/PAR/MAR served at the trap
+//! while a frame is being placed may or may not apply to that frame (as on hardware); the
+//! receive path reads each register once and validates what it read, so memory safety never
+//! depends on the guest's timing.
 //!
 //! # Interrupt line
 //!
@@ -272,8 +278,8 @@ impl Ring {
 }
 
 /// Does this access need the device model whatever the classification: it touches card memory
-/// (data port, reset port read re-laying the PROM, a CR write that transmits)?
-pub(crate) fn needs_card(shared: &SharedRegs, access: Access) -> bool {
+/// or card state (data port, reset-port read, a CR write that transmits)?
+pub(crate) fn needs_card(access: Access) -> bool {
     match access {
         Access::Read {
             port: p,
@@ -284,10 +290,7 @@ pub(crate) fn needs_card(shared: &SharedRegs, access: Access) -> bool {
             port: p,
             width: Width::W1,
             value,
-        } if p == port::CR => {
-            let _ = shared;
-            Cr(value as u8).starts_transmit()
-        }
+        } if p == port::CR => Cr(value as u8).starts_transmit(),
         _ => false,
     }
 }

@@ -53,7 +53,7 @@ pub enum TrapOutcome {
 /// Serve `access` at the trap if `class` allows and it needs no card memory.
 pub fn trap_access(shared: &SharedRegs, access: Access, class: Class) -> TrapOutcome {
     let access = access.normalised();
-    if needs_card(shared, access) || forwarded_by_class(shared, access, class) {
+    if needs_card(access) || forwarded_by_class(shared, access, class) {
         return TrapOutcome::Forward;
     }
     TrapOutcome::Served(register_access(shared, access))

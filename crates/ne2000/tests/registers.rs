@@ -881,3 +881,64 @@ fn mcast_index_matches_an_independent_crc32() {
         assert_eq!(pvnet_ne2000::mcast_index(&a), expect, "{a:02x?}");
     }
 }
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+    use pvnet_ne2000::Width;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Access(u8, u8, u32, bool),
+        Frame(Vec<u8>),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            8 => (prop_oneof![0u8..0x20, any::<u8>()], 0u8..3, any::<u32>(), any::<bool>())
+                .prop_map(|(p, w, v, wr)| Op::Access(p, w, v, wr)),
+            1 => prop::collection::vec(any::<u8>(), 0..1600).prop_map(Op::Frame),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// Anything a guest can write, in any order, with any frames arriving: no panic, no
+        /// access outside the model's buffers (both would abort the test), every frame either
+        /// placed or refused with exactly one counter, every transmitted frame within limits.
+        #[test]
+        fn hostile_sequences_never_escape(ops in prop::collection::vec(op(), 0..400)) {
+            let mut n = Nic::new();
+            let mut frames = 0u64;
+            for op in ops {
+                match op {
+                    Op::Access(port, w, value, write) => {
+                        let width = [Width::W1, Width::W2, Width::W4][usize::from(w)];
+                        let a = if write {
+                            Access::Write { port, width, value }
+                        } else {
+                            Access::Read { port, width }
+                        };
+                        let c = n.card.dm_access(&n.s, a);
+                        prop_assert!(c.value <= width.mask());
+                        if let Some(tx) = c.tx {
+                            let b = n.card.tx_bytes(tx);
+                            prop_assert!((14..=1514).contains(&b.len()));
+                        }
+                        prop_assert_eq!(c.irq, n.s.irq_line());
+                    }
+                    Op::Frame(f) => {
+                        frames += 1;
+                        let _ = n.card.receive(&n.s, &f);
+                    }
+                }
+            }
+            let c = n.counters();
+            let outcomes = c.rx_frames + c.rx_runt + c.rx_oversize + c.rx_stopped
+                + c.rx_not_for_us + c.rx_bad_ring + c.rx_ring_full;
+            prop_assert_eq!(outcomes, frames);
+            prop_assert_eq!(n.card.memory().len(), 0x8000);
+        }
+    }
+}
