@@ -306,3 +306,103 @@ fn delta(a: &TrapStats, b: &TrapStats) -> TrapStats {
         wakes: a.wakes - b.wakes,
     }
 }
+
+/// A `PortIo` that forwards to a card but ORs bits into the next ISR read (for driver paths the
+/// model never triggers by itself, like a receiver overrun).
+struct Inject<'a> {
+    inner: &'a mut Direct,
+    isr_or: u8,
+}
+
+impl pvnet_ne2000::driver::PortIo for Inject<'_> {
+    fn inb(&mut self, port: u8) -> u8 {
+        let v = self.inner.inb(port);
+        if port == 0x07 && self.inner.shared.page() == 0 {
+            std::mem::take(&mut self.isr_or) | v
+        } else {
+            v
+        }
+    }
+    fn outb(&mut self, port: u8, value: u8) {
+        self.inner.outb(port, value)
+    }
+    fn inw(&mut self, port: u8) -> u16 {
+        self.inner.inw(port)
+    }
+    fn outw(&mut self, port: u8, value: u16) {
+        self.inner.outw(port, value)
+    }
+    fn inl(&mut self, port: u8) -> u32 {
+        self.inner.inl(port)
+    }
+    fn outl(&mut self, port: u8, value: u32) {
+        self.inner.outl(port, value)
+    }
+    fn insl(&mut self, port: u8, buf: &mut [u8]) {
+        self.inner.insl(port, buf)
+    }
+    fn outsl(&mut self, port: u8, buf: &[u8]) {
+        self.inner.outsl(port, buf)
+    }
+}
+
+use pvnet_ne2000::driver::PortIo;
+
+#[test]
+fn overrun_handler_stops_drains_and_restarts_the_card() {
+    let (mut io, mut drv) = up(Path::Fast(Class::Max));
+    let frames: Vec<Vec<u8>> = (0..3).map(|i| frame(MAC, 700, i)).collect();
+    for f in &frames {
+        io.deliver(f).unwrap();
+    }
+    let mut inj = Inject {
+        inner: &mut io,
+        isr_or: 0x10,
+    };
+    assert!(drv.interrupt(&mut inj));
+    assert_eq!(drv.stats().rx_over_errors, 1);
+    for f in &frames {
+        assert_eq!(&drv.take_rx().unwrap(), f);
+    }
+    let s = io.shared.snapshot();
+    assert_eq!(s.cr & 1, 0, "restarted");
+    assert_eq!(s.tcr, 0, "out of loopback");
+    assert_eq!(s.rbcr, 0);
+    io.deliver(&frames[0]).unwrap();
+}
+
+/// Every read returns the same byte: an empty slot (0xff), a counter that does not clear
+/// (0x01), a reset never acknowledged (0x00).
+struct Fake {
+    reads: u8,
+}
+
+impl PortIo for Fake {
+    fn inb(&mut self, _port: u8) -> u8 {
+        self.reads
+    }
+    fn outb(&mut self, _port: u8, _value: u8) {}
+    fn inw(&mut self, _port: u8) -> u16 {
+        0xffff
+    }
+    fn outw(&mut self, _port: u8, _value: u16) {}
+    fn inl(&mut self, _port: u8) -> u32 {
+        0xffff_ffff
+    }
+    fn outl(&mut self, _port: u8, _value: u32) {}
+    fn insl(&mut self, _port: u8, _buf: &mut [u8]) {}
+    fn outsl(&mut self, _port: u8, _buf: &[u8]) {}
+}
+
+#[test]
+fn probe_rejects_an_empty_slot_a_non_8390_and_a_card_that_does_not_reset() {
+    use pvnet_ne2000::driver::ProbeError;
+    assert_eq!(
+        Ne2kPci::probe(&mut Fake { all_ones: true }).unwrap_err(),
+        ProbeError::NoCard
+    );
+    assert_eq!(
+        Ne2kPci::probe(&mut Fake { all_ones: false }).unwrap_err(),
+        ProbeError::Not8390
+    );
+}
