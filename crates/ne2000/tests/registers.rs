@@ -942,3 +942,38 @@ mod hostile {
         }
     }
 }
+
+#[test]
+fn unicast_filter_uses_par_not_the_prom() {
+    let mut n = Nic::started();
+    let other = [0x02, 0x11, 0x22, 0x33, 0x44, 0x55];
+    n.page(1);
+    for (i, b) in other.iter().enumerate() {
+        n.w(1 + i as u8, *b);
+    }
+    n.page(0);
+    refused(&mut n, &frame(MAC, 100, 0), RxRefused::NotForUs);
+    n.card.receive(&n.s, &frame(other, 100, 0)).unwrap();
+}
+
+#[test]
+fn an_access_straddling_the_prom_edge_resolves_each_byte() {
+    let mut n = Nic::started();
+    n.w(0x0a, 4);
+    n.w(0x08, 30);
+    n.w(0x09, 0);
+    n.w(0, 0x0a);
+    let before = n.counters().dma_unmapped;
+    let v = n.card.dm_access(&n.s, Access::inl(DATA_PORT)).value;
+    // Bytes 30, 31: the PROM's last 'W's; 32, 33: nothing there.
+    assert_eq!(v.to_le_bytes(), [0x57, 0x57, 0xff, 0xff]);
+    assert_eq!(n.counters().dma_unmapped, before + 2);
+    // Same at the top of card memory: 0xbffe..0xc002.
+    n.dma_write(0xbffe, &[0xaa, 0xbb]);
+    n.w(0x0a, 4);
+    n.w(0x08, 0xfe);
+    n.w(0x09, 0xbf);
+    n.w(0, 0x0a);
+    let v = n.card.dm_access(&n.s, Access::inl(DATA_PORT)).value;
+    assert_eq!(v.to_le_bytes(), [0xaa, 0xbb, 0xff, 0xff]);
+}
