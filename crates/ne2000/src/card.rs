@@ -326,6 +326,12 @@ impl Card {
         last
     }
 
+    /// The device model gives up the frame it held after [`RxRefused::RingFull`]: clear the
+    /// hold so that guest writes stop saying `wake_rx`. (Placing any frame also clears it.)
+    pub fn cancel_hold(&self, shared: &SharedRegs) {
+        shared.rx_blocked.store(0, SeqCst);
+    }
+
     /// The bytes of a transmitted frame.
     pub fn tx_bytes(&self, frame: TxFrame) -> &[u8] {
         let start = usize::from(frame.offset);

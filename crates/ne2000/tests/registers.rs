@@ -852,6 +852,16 @@ fn ring_full_refuses_holds_and_a_bnry_write_wakes() {
 }
 
 #[test]
+fn a_cancelled_hold_stops_the_wakes() {
+    let mut n = Nic::started();
+    let f = frame(MAC, 1514, 1);
+    while n.card.receive(&n.s, &f).is_ok() {}
+    n.card.cancel_hold(&n.s);
+    assert!(!n.s.rx_blocked());
+    assert!(!n.w(0x03, 0x57).wake_rx, "room, but nothing held");
+}
+
+#[test]
 fn mcast_index_matches_an_independent_crc32() {
     // Reference: the reflected (zlib) CRC-32 without the final inversion, bit-reversed, is the
     // MSB-first Ethernet CRC that QEMU and Linux index MAR with.
