@@ -1,0 +1,125 @@
+//! In-process [`PortIo`] over a card: the guest's accesses go straight to [`Card::dm_access`]
+//! (the original path) or first to [`trap_access`] (the fast path), with every trap counted.
+//! For tests and benchmarks; the real processes put an ioreq page between the two halves.
+
+use std::collections::VecDeque;
+
+use crate::driver::PortIo;
+use crate::trap::{trap_access, trap_rep, Class, TrapOutcome, TrapStats};
+use crate::{Access, Card, Completion, RxAccepted, RxRefused, SharedRegs, Width};
+
+/// Which path guest accesses take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Path {
+    /// Every access to the device model.
+    Original,
+    /// The trap handler first, with this classification; the device model for the rest.
+    Fast(Class),
+}
+
+/// A card, its shared registers, and the path between a guest driver and them.
+#[derive(Debug)]
+pub struct Direct {
+    /// The device model's card.
+    pub card: Card,
+    /// The shared register page.
+    pub shared: SharedRegs,
+    /// The path accesses take.
+    pub path: Path,
+    /// Where each trap was served (on [`Path::Original`] everything counts as forwarded).
+    pub stats: TrapStats,
+    /// Frames the card transmitted, oldest first.
+    pub sent: VecDeque<Vec<u8>>,
+    /// Accesses that returned `wake_rx`.
+    pub wakes: u64,
+}
+
+impl Direct {
+    /// A powered-on card with station address `mac`.
+    pub fn new(mac: [u8; 6], path: Path) -> Direct {
+        let card = Card::new(mac);
+        let shared = SharedRegs::new();
+        card.power_on(&shared);
+        Direct {
+            card,
+            shared,
+            path,
+            stats: TrapStats::default(),
+            sent: VecDeque::new(),
+            wakes: 0,
+        }
+    }
+
+    /// One trap.
+    pub fn access(&mut self, access: Access) -> Completion {
+        let outcome = match self.path {
+            Path::Original => TrapOutcome::Forward,
+            Path::Fast(class) => trap_access(&self.shared, access, class),
+        };
+        self.stats.record(access, &outcome);
+        let c = match outcome {
+            TrapOutcome::Served(c) => c,
+            TrapOutcome::Forward => self.card.dm_access(&self.shared, access),
+        };
+        self.after(c)
+    }
+
+    fn rep(&mut self, port: u8, read: Option<&mut [u8]>, write: Option<&[u8]>) {
+        if let Path::Fast(class) = self.path {
+            // Always Forward; asked anyway so the fast path is exercised as a caller would.
+            let _ = trap_rep(&self.shared, port, Width::W4, class);
+        }
+        self.stats.forwarded_reps += 1;
+        let c = match (read, write) {
+            (Some(buf), _) => self.card.dm_rep_read(&self.shared, port, Width::W4, buf),
+            (None, Some(buf)) => self.card.dm_rep_write(&self.shared, port, Width::W4, buf),
+            (None, None) => return,
+        };
+        self.after(c);
+    }
+
+    fn after(&mut self, c: Completion) -> Completion {
+        if let Some(tx) = c.tx {
+            self.sent.push_back(self.card.tx_bytes(tx).to_vec());
+        }
+        self.wakes += u64::from(c.wake_rx);
+        c
+    }
+
+    /// A frame arrives from the network.
+    pub fn deliver(&mut self, frame: &[u8]) -> Result<RxAccepted, RxRefused> {
+        self.card.receive(&self.shared, frame)
+    }
+
+    /// The interrupt line.
+    pub fn irq(&self) -> bool {
+        self.shared.irq_line()
+    }
+}
+
+impl PortIo for Direct {
+    fn inb(&mut self, port: u8) -> u8 {
+        self.access(Access::inb(port)).value as u8
+    }
+    fn outb(&mut self, port: u8, value: u8) {
+        self.access(Access::outb(port, value));
+    }
+    fn inw(&mut self, port: u8) -> u16 {
+        self.access(Access::inw(port)).value as u16
+    }
+    fn outw(&mut self, port: u8, value: u16) {
+        self.access(Access::outw(port, value));
+    }
+    fn inl(&mut self, port: u8) -> u32 {
+        self.access(Access::inl(port)).value
+    }
+    fn outl(&mut self, port: u8, value: u32) {
+        self.access(Access::outl(port, value));
+    }
+    fn insl(&mut self, port: u8, buf: &mut [u8]) {
+        self.rep(port, Some(buf), None);
+    }
+    fn outsl(&mut self, port: u8, buf: &[u8]) {
+        self.rep(port, None, Some(buf));
+    }
+}
