@@ -357,7 +357,7 @@ impl Ioreq {
             && self
                 .addr
                 .checked_add(u64::from(self.size))
-                .map_or(true, |end| end > 0x1_0000)
+                .is_none_or(|end| end > 0x1_0000)
         {
             return Err(Refusal::BadAddr);
         }
@@ -619,8 +619,9 @@ impl IoreqPage {
         let align = std::mem::align_of::<T>();
         let area = self.device_area_len();
         let fits = offset.checked_add(size).is_some_and(|end| end <= area);
-        // The area starts at a 1024-aligned offset of a page-aligned mapping.
-        let aligned = (DEVICE_AREA_OFFSET + offset) % align == 0;
+        // The area starts at a 1024-aligned offset of a page-aligned mapping; the sum cannot
+        // overflow once `fits` holds.
+        let aligned = fits && (DEVICE_AREA_OFFSET + offset).is_multiple_of(align);
         if !fits || !aligned {
             return Err(IoreqError::DeviceStateFit {
                 size,
@@ -1073,6 +1074,8 @@ impl IoreqServer {
     /// [`IoreqServer::complete`]; an invalid one is answered here (all ones for a read),
     /// counted, and `None` is returned, as when no request is READY. While a request is in
     /// process, returns `None` without looking at the slot.
+    // Not an iterator: a request taken must be completed before the next one can be.
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<Ioreq> {
         if self.in_flight.is_some() {
             return None;
