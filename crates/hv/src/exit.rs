@@ -98,8 +98,15 @@ impl Clock {
     }
 }
 
+/// Calibrates the clock now rather than at its first use (about 10 ms, once per process): call
+/// it when a process starts, so the first round trip or exit measured does not pay for it.
+pub fn calibrate() {
+    let _ = Clock::get();
+}
+
 /// Nanoseconds since an arbitrary origin fixed at the process's first use of this clock
-/// (monotonic; the calibrated TSC where available, see the module docs).
+/// (monotonic; the calibrated TSC where available, see the module docs). The first call
+/// calibrates (see [`calibrate`]).
 pub fn now_ns() -> u64 {
     Clock::get().now_ns()
 }
@@ -125,7 +132,7 @@ impl ExitCost {
     /// process's first use of it (about 10 ms, once), so construct it before measuring.
     pub fn new(ns: u64) -> ExitCost {
         if ns != 0 {
-            let _ = Clock::get();
+            calibrate();
         }
         ExitCost { ns }
     }

@@ -22,7 +22,8 @@
 //! SysV ABI allocates bitfields from the least significant bit), `type` u8 @31. Up to
 //! [`MAX_VCPUS`] slots fit before the device area. The device area holds what the seed calls
 //! `vcpu_iodata.ne_shared` (section IV.C.1): any `#[repr(C)]` struct of atomics
-//! ([`SharedPlain`]), placed with the bounds- and alignment-checked [`IoreqPage::device_state`].
+//! ([`SharedPlain`]), placed with the bounds- and alignment-checked [`IoreqPage::device_state`]
+//! (a borrow) or [`DeviceState`] (a handle owning the page).
 //!
 //! # The protocol
 //! The state nibble is the handshake, as in Xen's `hvm_send_ioreq` / `hvm_wait_for_io` and
@@ -59,11 +60,12 @@
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::ptr::NonNull;
 use std::sync::atomic::{
     AtomicI16, AtomicI32, AtomicI64, AtomicI8, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering,
 };
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
@@ -639,6 +641,58 @@ impl IoreqPage {
     }
 }
 
+/// A device state `T` in the device area that owns its page: what a device model or a vCPU's
+/// fast path keeps, instead of a borrow of the [`IoreqPage`]. Dereferences to `&T`.
+pub struct DeviceState<T: SharedPlain> {
+    page: Arc<IoreqPage>,
+    ptr: NonNull<T>,
+}
+
+impl<T: SharedPlain> DeviceState<T> {
+    /// `T` at `offset` bytes into `page`'s device area, checked as in
+    /// [`IoreqPage::device_state_at`].
+    pub fn new(page: Arc<IoreqPage>, offset: usize) -> Result<DeviceState<T>, IoreqError> {
+        let ptr = NonNull::from(page.device_state_at::<T>(offset)?);
+        Ok(DeviceState { page, ptr })
+    }
+
+    /// The page the state lives in.
+    pub fn page(&self) -> &Arc<IoreqPage> {
+        &self.page
+    }
+}
+
+impl<T: SharedPlain> std::ops::Deref for DeviceState<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // SAFETY: `ptr` came from `device_state_at` on `self.page` (bounds and alignment
+        // checked there), and the `Arc` keeps that mapping alive as long as `self`, which bounds
+        // the returned borrow; T: SharedPlain makes a shared reference into memory the other
+        // process writes sound.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+// SAFETY: a `DeviceState<T>` is an `Arc` (Send + Sync) and a pointer used only as `&T`; T is
+// Sync (a SharedPlain bound), so `&T` may be used from any thread, and sending the handle only
+// moves the Arc.
+unsafe impl<T: SharedPlain> Send for DeviceState<T> {}
+// SAFETY: as for Send: `&DeviceState<T>` only hands out `&T`, and T is Sync.
+unsafe impl<T: SharedPlain> Sync for DeviceState<T> {}
+
+impl<T: SharedPlain> std::fmt::Debug for DeviceState<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceState")
+            .field("type", &std::any::type_name::<T>())
+            .field(
+                "page_offset",
+                &(self.ptr.as_ptr() as usize - self.page.base() as usize),
+            )
+            .finish()
+    }
+}
+
 impl IoreqSlot {
     /// Writes every field, then the state byte with release ordering (Xen's `wmb()` before
     /// `state = READY`).
@@ -674,36 +728,42 @@ impl IoreqSlot {
     }
 }
 
-/// Blocks until `wait` is readable, or `peer` is readable or hung up, or `timeout` passes.
-/// Returns which of the two fired (`(wait, peer)`); both false on timeout.
+/// Blocks until `wait` is readable, or `peer` is readable or hung up, or `timeout` passes
+/// (`EINTR` is retried with the time left). Returns which of the two fired (`(wait, peer)`);
+/// both false on timeout.
 fn poll_two(
     wait: BorrowedFd<'_>,
     peer: Option<BorrowedFd<'_>>,
     timeout: Option<Duration>,
 ) -> io::Result<(bool, bool)> {
-    let t = match timeout {
-        // Round up to whole milliseconds, so a short remainder does not become a busy 0.
-        Some(d) => {
-            let ms = d.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
-            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
+    let deadline = timeout.and_then(|d| Instant::now().checked_add(d));
+    let n = if peer.is_some() { 2 } else { 1 };
+    loop {
+        let t = match deadline {
+            // Round up to whole milliseconds, so a short remainder does not become a busy 0.
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                let ms = left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+                PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
+            }
+            None => PollTimeout::NONE,
+        };
+        let mut fds = [
+            PollFd::new(wait, PollFlags::POLLIN),
+            PollFd::new(peer.unwrap_or(wait), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds[..n], t) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
         }
-        None => PollTimeout::NONE,
-    };
-    let mut fds = vec![PollFd::new(wait, PollFlags::POLLIN)];
-    if let Some(p) = peer {
-        fds.push(PollFd::new(p, PollFlags::POLLIN));
+        let fired = |f: &PollFd<'_>| {
+            f.revents().is_some_and(|r| {
+                r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR)
+            })
+        };
+        return Ok((fired(&fds[0]), n == 2 && fired(&fds[1])));
     }
-    match poll(&mut fds, t) {
-        Ok(_) => {}
-        Err(nix::errno::Errno::EINTR) => return Ok((false, false)),
-        Err(e) => return Err(e.into()),
-    }
-    let fired = |f: &PollFd<'_>| {
-        f.revents().is_some_and(|r| {
-            r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR)
-        })
-    };
-    Ok((fired(&fds[0]), fds.get(1).is_some_and(fired)))
 }
 
 /// Counters of the vCPU side.

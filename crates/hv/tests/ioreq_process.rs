@@ -11,6 +11,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,9 @@ use common::{mask, median_p99, serve_n, value, Toy, DATA, LEN, REGS};
 use pvnet_hv::ctl;
 use pvnet_hv::evtchn::{channel_pair, EvtchnEnd};
 use pvnet_hv::foreign::{ForeignMemory, ForeignStats};
-use pvnet_hv::ioreq::{Ioreq, IoreqClient, IoreqError, IoreqPage, IoreqServer, ServerStats};
+use pvnet_hv::ioreq::{
+    DeviceState, Ioreq, IoreqClient, IoreqError, IoreqPage, IoreqServer, ServerStats, SharedPlain,
+};
 use pvnet_hv::mem::GuestMemory;
 use pvnet_hv::Port;
 use serde::{Deserialize, Serialize};
@@ -46,9 +49,23 @@ struct Setup {
     n: u64,
 }
 
+/// Device state both processes see in the ioreq page's device area.
+#[repr(C)]
+struct Shared {
+    /// Written by the vCPU side before the device model starts.
+    magic: AtomicU64,
+    /// Written by the device model when it is done.
+    served: AtomicU64,
+}
+// SAFETY: repr(C), made only of integer atomics.
+unsafe impl SharedPlain for Shared {}
+
+const MAGIC: u64 = 0x5eed_cafe_f00d_0001;
+
 #[derive(Serialize, Deserialize, Debug)]
 enum Report {
-    Done(ServerStats, ForeignStats),
+    /// The counters, and the magic the device model found in the device area.
+    Done(ServerStats, ForeignStats, u64),
     /// The request taken: its address and size.
     Took(u64, u32),
 }
@@ -64,6 +81,7 @@ fn device_model(sock: OwnedFd) {
     let page = Arc::new(IoreqPage::from_fd(fds.pop().unwrap(), setup.nr_vcpus).unwrap());
     let evtchn = EvtchnEnd::from_fds(notify, wait);
     let foreign = Arc::new(ForeignMemory::new(mem));
+    let shared = DeviceState::<Shared>::new(page.clone(), 0).unwrap();
     let mut server = IoreqServer::new(page, setup.vcpu, Port(setup.port), evtchn)
         .unwrap()
         .with_memory(foreign.clone());
@@ -71,7 +89,11 @@ fn device_model(sock: OwnedFd) {
         Mode::Serve => {
             let mut toy = Toy::default();
             assert!(serve_n(&mut server, &mut toy, setup.n, IDLE), "idle");
-            let report = Report::Done(server.stats(), foreign.stats());
+            shared
+                .served
+                .store(server.stats().requests_served, Ordering::Release);
+            let magic = shared.magic.load(Ordering::Acquire);
+            let report = Report::Done(server.stats(), foreign.stats(), magic);
             ctl::send(sock.as_fd(), &report, &[]).unwrap();
         }
         Mode::Hang => {
@@ -92,6 +114,7 @@ fn device_model(sock: OwnedFd) {
 /// holding its ends.
 struct World {
     client: IoreqClient,
+    shared: DeviceState<Shared>,
     mem: Arc<GuestMemory>,
     sock: OwnedFd,
     child: Child,
@@ -109,6 +132,8 @@ fn start(mode: Mode, n: u64) -> World {
     let page = Arc::new(IoreqPage::create("ioreq", NR_VCPUS, 0).unwrap());
     let mem = Arc::new(GuestMemory::create("guest", 4).unwrap());
     let (vcpu_end, dm_end) = channel_pair().unwrap();
+    let shared = DeviceState::<Shared>::new(page.clone(), 0).unwrap();
+    shared.magic.store(MAGIC, Ordering::Release);
     let (sock, child_sock) = ctl::socketpair().unwrap();
     let raw = child_sock.as_raw_fd();
     let mut cmd = Command::new(std::env::current_exe().unwrap());
@@ -143,6 +168,7 @@ fn start(mode: Mode, n: u64) -> World {
     client.watch_peer(pidfd_open(child.id()));
     World {
         client,
+        shared,
         mem,
         sock,
         child,
@@ -198,9 +224,12 @@ fn round_trips_between_processes() {
         .unwrap();
 
     let (report, _) = ctl::recv::<Report>(w.sock.as_fd()).unwrap().unwrap();
-    let Report::Done(s, fs) = report else {
+    let Report::Done(s, fs, magic) = report else {
         panic!("{report:?}")
     };
+    // The device area is shared both ways.
+    assert_eq!(magic, MAGIC);
+    assert_eq!(w.shared.served.load(Ordering::Acquire), n - 1);
     assert_eq!(s.slot_copies, n);
     assert_eq!(s.requests_served, n - 1);
     assert_eq!((s.refused_bad_ptr, s.refused_total()), (1, 1));
