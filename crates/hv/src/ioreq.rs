@@ -20,7 +20,10 @@
 //! @16, `size` u32 @20, `vp_eport` u32 @24, `_pad0` u16 @28, a bitfield byte @30 (`state:4`
 //! in bits 0–3, `data_is_ptr:1` bit 4, `dir:1` bit 5, `df:1` bit 6, `_pad1:1` bit 7: the x86-64
 //! SysV ABI allocates bitfields from the least significant bit), `type` u8 @31. Up to
-//! [`MAX_VCPUS`] slots fit before the device area. The device area holds what the seed calls
+//! [`MAX_VCPUS`] slots fit before the device area. (This is the layout of current Xen. The
+//! Xen 3.0.4 the seed modified had 64-bit `size`/`count`, an `io_count`, and `vp_eport` in a
+//! `vcpu_iodata` wrapper next to the request; the seed put `ne_shared` in that wrapper. Here the
+//! slots keep Xen's stride and the device state goes after them.) The device area holds what the seed calls
 //! `vcpu_iodata.ne_shared` (section IV.C.1): any `#[repr(C)]` struct of atomics
 //! ([`SharedPlain`]), placed with the bounds- and alignment-checked [`IoreqPage::device_state`]
 //! (a borrow) or [`DeviceState`] (a handle owning the page).
@@ -46,7 +49,7 @@
 //! # Trust
 //! The slot is written by the guest process, so the device model treats it as hostile. The slot
 //! is read at exactly one place, `copy_out` (the state byte once, then every field once, into a
-//! private [`RawIoreq`]); only that copy is validated and used; [`IoreqServer::complete`] writes
+//! [`RawIoreq`] value); only that copy is validated and used; [`IoreqServer::complete`] writes
 //! the slot and reads nothing. A request that fails validation — size not 1, 2, 4 or 8, count 0
 //! or above the bound, a non-pointer request with a count other than 1, an unknown type, a port
 //! outside the 64 KiB port space, a `data_is_ptr` range outside guest memory, an event-channel
@@ -1178,8 +1181,8 @@ impl IoreqServer {
         Ok(req)
     }
 
-    /// Answers the request in process with `data` (the value for a plain read; for other
-    /// requests the vCPU ignores it, and Xen's convention is to leave `data` as it was).
+    /// Answers the request in process with `data`: the value for a plain read; for writes and
+    /// `data_is_ptr` requests Xen's convention is to leave `data` as it was (pass `req.data`).
     pub fn complete(&mut self, data: u64) -> Result<(), IoreqError> {
         if self.in_flight.is_none() {
             return Err(IoreqError::NotInProcess);
