@@ -211,5 +211,15 @@ mod tests {
         let cpu = thread_cpu_ns() - cpu0;
         assert!(wall >= n - n / 10, "spent {wall} ns of wall time for {n}");
         assert!(cpu >= n / 20, "only {cpu} ns of CPU for {n}: it slept");
+
+        // Short exits, as the data path spends them: each at least about its cost.
+        let short = ExitCost::new(2_000);
+        let t = Instant::now();
+        for _ in 0..2_000 {
+            short.spend();
+        }
+        let per = t.elapsed().as_nanos() as u64 / 2_000;
+        assert!(per >= 1_800, "{per} ns per 2000 ns exit");
+        println!("exit cost: 2000 ns asked, {per} ns spent per exit (mean of 2000)");
     }
 }
