@@ -4,14 +4,21 @@
 //! pseudo-physical memory ([`mem`]), implements the v1 grant table and `GNTTABOP_copy` /
 //! grant map ([`grant`]), event channels as eventfd pairs ([`evtchn`]), a xenstore-like tree with
 //! watches ([`store`]), and the control-socket transport the toolstack and guests talk over
-//! ([`ctl`]).
+//! ([`ctl`]). For HVM guests it adds Xen's ioreq page and the vCPU ↔ device-model round trip
+//! ([`ioreq`]), a device model's foreign access to guest memory for `rep ins`/`rep outs`
+//! ([`foreign`]), and the modelled cost of a VM exit ([`exit`]).
 //!
-//! Only [`mem`] and [`grant`] touch shared guest memory, and they do it exclusively through raw
-//! pointers and atomics: nothing a guest writes is trusted (DESIGN.md section 9).
+//! Only [`mem`], [`grant`] and [`ioreq`] touch shared memory, and they do it exclusively through
+//! raw pointers and atomics: nothing a guest writes is trusted (DESIGN.md section 9). [`foreign`]
+//! is the one place a driver-domain process reaches into a guest's memory without a grant, and it
+//! does so only through [`mem`]'s bounds-checked copies.
 
 pub mod ctl;
 pub mod evtchn;
+pub mod exit;
+pub mod foreign;
 pub mod grant;
+pub mod ioreq;
 pub mod mem;
 pub mod store;
 
