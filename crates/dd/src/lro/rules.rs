@@ -15,7 +15,9 @@
 use pvnet_wire::checksum;
 use pvnet_wire::flow::TcpMeta;
 use pvnet_wire::vnet::{VirtioNetHdr, GSO_NONE};
-use pvnet_wire::{ipv4, ipv6, Error, TcpFlags};
+use std::net::IpAddr;
+
+use pvnet_wire::{ipv4, Error, TcpFlags};
 use serde::Serialize;
 
 use super::agg::Agg;
@@ -77,11 +79,17 @@ reasons! {
     IpFragment => ip_fragment,
     /// IPv4 header options.
     IpOptions => ip_options,
-    /// An IPv6 extension header between the fixed header and TCP.
+    /// An IPv6 extension header that Linux GRO does not walk over (fragment, AH, ESP,
+    /// mobility, ...) before TCP.
     Ipv6ExtHeader => ipv6_ext_header,
     /// The port handed over a frame that already is a GSO packet.
     GsoInput => gso_input,
-    /// A flag other than ACK and PSH (SYN, FIN, RST, URG, CWR, ECE), or no ACK.
+    /// Bytes after the IP packet (Ethernet padding of a short frame, a trailer): the IP length
+    /// is not the frame's.
+    IpLength => ip_length,
+    /// The IPv4 reserved flag bit is set.
+    IpReservedBit => ip_reserved_bit,
+    /// SYN, RST or URG.
     TcpFlags => tcp_flags,
     /// No payload (pure ACK).
     NoPayload => no_payload,
@@ -90,6 +98,8 @@ reasons! {
     // ---- a segment that does not continue its flow's aggregate (flush, start a new one)
     /// Different Ethernet header (MAC addresses).
     EthHeader => eth_header,
+    /// Different IPv6 flow label or extension header bytes.
+    Ipv6Headers => ipv6_headers,
     /// Different TTL / hop limit.
     Ttl => ttl,
     /// Different TOS / traffic class (ECN bits included).
@@ -98,6 +108,12 @@ reasons! {
     Df => df,
     /// IPv4 ID neither the previous + 1 nor (with DF) fixed.
     IpId => ip_id,
+    /// CWR set: a segment with CWR never joins an aggregate (it may start one).
+    Cwr => cwr,
+    /// Different TCP flags (other than FIN and PSH), reserved bits or data offset.
+    FlagsDiffer => flags_differ,
+    /// Different TCP window.
+    Window => window,
     /// Different TCP option bytes.
     TcpOptions => tcp_options,
     /// Different ACK number.
@@ -106,12 +122,15 @@ reasons! {
     Seq => seq,
     /// More payload than the aggregate's segment size (its first segment's).
     SegmentSize => segment_size,
-    /// The aggregate would pass 64 KiB of IP length or [`super::MAX_SEGS`] segments (and, with
-    /// the adaptive policy, an aggregate without room for another segment).
+    /// The aggregate's IP packet would pass [`super::MAX_IP_PACKET`] bytes or the aggregate
+    /// [`super::MAX_SEGS`] segments (and, with the adaptive policy, an aggregate without room
+    /// for another segment).
     SizeLimit => size_limit,
     // ---- a segment that merges and ends its aggregate
     /// PSH set.
     Psh => psh,
+    /// FIN set.
+    Fin => fin,
     /// Less payload than the aggregate's segment size.
     ShortSegment => short_segment,
     // ---- policies
@@ -169,24 +188,27 @@ pub type MatchRule = fn(&Agg, &Seg) -> bool;
 /// `true` when the aggregate must end with this (merged) segment.
 pub type EndRule = fn(&Agg, &Seg) -> bool;
 
-/// Flags that keep a segment out of GRO (`tcp_gro_receive`: CWR flushes; SYN, FIN, RST, URG
-/// end the flow's aggregation; ECE is left out as well so that ECN state is never hidden).
-const FORBIDDEN: TcpFlags = TcpFlags(
-    TcpFlags::SYN.bits()
-        | TcpFlags::FIN.bits()
-        | TcpFlags::RST.bits()
-        | TcpFlags::URG.bits()
-        | TcpFlags::CWR.bits()
-        | TcpFlags::ECE.bits(),
-);
+/// Flags that keep a segment from merging and from being held (`tcp_gro_receive`: a held
+/// packet never has them, so the flag comparison fails, and `out_check_final` flushes).
+const FORBIDDEN: TcpFlags =
+    TcpFlags(TcpFlags::SYN.bits() | TcpFlags::RST.bits() | TcpFlags::URG.bits());
+
+/// Flags that may differ between the segments of an aggregate (`tcp_gro_receive` masks them
+/// out of the flag word comparison and ORs them into the head).
+const MAY_DIFFER: u8 = TcpFlags::FIN.bits() | TcpFlags::PSH.bits();
+
+/// IPv4 reserved flag bit (byte 6 of the header).
+const IP_RESERVED_BIT: u8 = 0x80;
 
 /// Rules on the frame alone, cheapest first (the checksum, which may sum the payload, last).
 pub const FRAME_RULES: &[(Reason, FrameRule)] = &[
     (Reason::GsoInput, |s| s.vnet.gso_type == GSO_NONE),
     (Reason::IpOptions, |s| !s.meta.ip_options),
-    (Reason::TcpFlags, |s| {
-        s.meta.flags.contains(TcpFlags::ACK) && !s.meta.flags.intersects(FORBIDDEN)
+    (Reason::IpLength, |s| s.frame.len() == s.meta.l3_end()),
+    (Reason::IpReservedBit, |s| {
+        s.meta.is_ipv6() || s.frame[s.meta.l3_off + 6] & IP_RESERVED_BIT == 0
     }),
+    (Reason::TcpFlags, |s| !s.meta.flags.intersects(FORBIDDEN)),
     (Reason::NoPayload, |s| s.meta.payload_len > 0),
     (Reason::BadChecksum, checksums_ok),
 ];
@@ -196,12 +218,22 @@ pub const MATCH_RULES: &[(Reason, MatchRule)] = &[
     (Reason::EthHeader, |a, s| {
         a.macs() == s.frame.get(..12).unwrap_or(&[])
     }),
+    (Reason::Ipv6Headers, |a, s| {
+        a.flow_label == s.meta.flow_label && a.ip6_ext() == s.meta.ip6_ext_bytes(s.frame)
+    }),
     (Reason::Ttl, |a, s| a.ttl == s.meta.ttl),
     (Reason::Tos, |a, s| a.tos == s.meta.tos),
     (Reason::Df, |a, s| a.df == s.meta.df),
     (Reason::IpId, |a, s| {
         a.ip_id_continues(s.meta.ip_ident, s.meta.df)
     }),
+    (Reason::Cwr, |_, s| !s.meta.flags.contains(TcpFlags::CWR)),
+    (Reason::FlagsDiffer, |a, s| {
+        let [off, flags] = a.tcp_word();
+        let l4 = s.meta.l4_off;
+        off == s.frame[l4 + 12] && (flags ^ s.frame[l4 + 13]) & !MAY_DIFFER == 0
+    }),
+    (Reason::Window, |a, s| a.window == s.meta.window),
     (Reason::TcpOptions, |a, s| {
         a.options() == s.meta.options(s.frame)
     }),
@@ -214,6 +246,7 @@ pub const MATCH_RULES: &[(Reason, MatchRule)] = &[
 /// Rules that end an aggregate after a segment merged into it.
 pub const END_RULES: &[(Reason, EndRule)] = &[
     (Reason::Psh, |_, s| s.meta.flags.contains(TcpFlags::PSH)),
+    (Reason::Fin, |_, s| s.meta.flags.contains(TcpFlags::FIN)),
     (Reason::ShortSegment, |a, s| s.meta.payload_len < a.mss),
 ];
 
@@ -235,24 +268,40 @@ pub fn ends(a: &Agg, s: &Seg) -> Option<Reason> {
     END_RULES.iter().find(|(_, end)| end(a, s)).map(|&(r, _)| r)
 }
 
-/// The IPv4 header checksum always (as `inet_gro_receive` does), the TCP checksum unless the
-/// metadata vouches for it: `DATA_VALID` (verified by the kernel) or `NEEDS_CSUM` (a local
-/// sender's partial checksum: the field holds only the pseudo-header seed).
-fn checksums_ok(s: &Seg) -> bool {
-    let ip = s.frame.get(s.meta.l3_off..s.meta.l3_end()).unwrap_or(&[]);
-    let trusted = s.vnet.data_valid() || s.vnet.needs_csum();
-    if s.meta.is_ipv6() {
-        trusted || ipv6::Packet::new_checked(ip).is_ok_and(|p| checksum::tcp_v6_valid(&p))
-    } else {
-        ipv4::Packet::new_checked(ip)
-            .is_ok_and(|p| p.verify_checksum() && (trusted || checksum::tcp_v4_valid(&p)))
-    }
+/// The TCP checksum needs no verification here: `DATA_VALID` (verified by the kernel), or
+/// `NEEDS_CSUM` starting at or after the TCP header (a local sender's partial checksum: the
+/// field holds only the pseudo-header seed). Linux `__skb_gro_checksum_validate_needed`
+/// (`CHECKSUM_UNNECESSARY`, or `CHECKSUM_PARTIAL` with `csum_start` not before the transport
+/// header).
+pub fn trusted(vnet: &VirtioNetHdr, meta: &TcpMeta) -> bool {
+    vnet.data_valid() || (vnet.needs_csum() && usize::from(vnet.csum_start) >= meta.l4_off)
 }
 
-/// Whether the frame's TCP checksum was verified here in software (not vouched for by the
-/// metadata).
-pub fn verified_in_software(vnet: &VirtioNetHdr) -> bool {
-    !vnet.data_valid() && !vnet.needs_csum()
+/// The IPv4 header checksum always (as `inet_gro_receive` does), the TCP checksum unless
+/// [`trusted`]. The TCP pseudo-header has the addresses of the IP header (for IPv6 the
+/// destination field, as `tcp6_gro_receive` computes it, whatever a routing header holds).
+fn checksums_ok(s: &Seg) -> bool {
+    let m = &s.meta;
+    let Some(tcp) = s.frame.get(m.l4_off..m.l3_end()) else {
+        return false;
+    };
+    let Ok(len) = u32::try_from(tcp.len()) else {
+        return false;
+    };
+    let sum_ok =
+        |pseudo: u32| checksum::fold(checksum::combine(pseudo, checksum::sum(tcp))) == 0xffff;
+    let trusted = trusted(&s.vnet, m);
+    match (m.key.src, m.key.dst) {
+        (IpAddr::V6(src), IpAddr::V6(dst)) => {
+            trusted || sum_ok(checksum::pseudo_header_v6(src, dst, ipv4::PROTO_TCP, len))
+        }
+        (IpAddr::V4(src), IpAddr::V4(dst)) => {
+            let ip = s.frame.get(m.l3_off..m.l3_end()).unwrap_or(&[]);
+            ipv4::Packet::new_checked(ip).is_ok_and(|p| p.verify_checksum())
+                && (trusted || sum_ok(checksum::pseudo_header_v4(src, dst, ipv4::PROTO_TCP, len)))
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]
