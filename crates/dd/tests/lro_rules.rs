@@ -935,7 +935,7 @@ fn to_size(base: &Seg, hdr: usize, total: usize) -> (Vec<Seg>, usize) {
     let payload = total - hdr;
     let mss = (1300..=1448)
         .rev()
-        .find(|m| payload % m != 0 && payload / m < MAX_SEGS && payload % m + 1 < *m)
+        .find(|m| !payload.is_multiple_of(*m) && payload / m < MAX_SEGS && payload % m + 1 < *m)
         .expect("some mss fits");
     let mut segs = Vec::new();
     let mut seq = 77u32;
