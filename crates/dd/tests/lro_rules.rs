@@ -749,6 +749,15 @@ fn ipv6_ext_headers_merge_and_resegment_byte_for_byte() {
             );
             // The chain is the first segment's, the payload length covers it.
             assert_eq!(p.head[54..l4], frames[0][54..l4]);
+            // Across the ring only the flags and the GSO size and type travel: the receiving
+            // end finds the same checksum start and header length by walking the chain.
+            let gso = pvnet_netif::slots::GsoInfo {
+                size: 1000,
+                gso_type: pvnet_netif::slots::XEN_NETIF_GSO_TYPE_TCPV6,
+                features: 0,
+            };
+            let guest = pvnet_netif::csum::vnet_hdr_for(&p.head, true, true, Some(gso));
+            assert_eq!(guest, Some(p.vnet), "{chain:?}");
             let plen = u16::from_be_bytes([p.head[18], p.head[19]]);
             assert_eq!(usize::from(plen), ext_len + 32 + 5000);
             let whole = complete(p);
