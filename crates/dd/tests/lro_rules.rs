@@ -1,6 +1,8 @@
 //! One test per LRO merge rule: the aggregate breaks exactly there, that rule's counter moves by
 //! one and no other, the bytes come out intact. Plus the shape of what leaves (GSO metadata,
-//! header fix-ups, both representations, IPv4 and IPv6) checked against independent checksums.
+//! header fix-ups, both representations, IPv4 and IPv6) checked against independent checksums,
+//! and one crafted-frame test per case of the Linux GRO parity table in `lro/rules.rs`
+//! (IPv6 extension header chains, the 65535-byte boundary, ...).
 
 mod lro_common;
 
