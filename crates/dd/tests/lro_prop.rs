@@ -1,8 +1,9 @@
 //! Property tests of the LRO engine: whatever goes in (several flows interleaved, duplicates,
 //! gaps, reordering, non-mergeable frames, random poll boundaries, clock, policy and mode),
 //! every flow's (seq, payload) sequence comes out exactly as it went in, once GSO packets are cut
-//! back with `segment()`; refused frames come out byte for byte; nothing stays held. And no
-//! input, however malformed, makes it panic or gets merged.
+//! back with `segment()`; refused frames come out byte for byte; nothing stays held. IPv6 flows
+//! may carry extension header chains. And no input, however malformed, makes it panic or gets
+//! merged.
 
 mod lro_common;
 
@@ -29,6 +30,11 @@ enum Kind {
     NewAck,
     OtherMac,
     OtherTtl,
+    /// IPv6: one byte of the extension header chain changed (IPv4: the window).
+    OtherExt,
+    NextFin,
+    NextCwr,
+    OtherWindow,
 }
 
 #[derive(Clone, Debug)]
@@ -60,6 +66,10 @@ fn kind() -> impl Strategy<Value = Kind> {
         1 => Just(Kind::NewAck),
         1 => Just(Kind::OtherMac),
         1 => Just(Kind::OtherTtl),
+        1 => Just(Kind::OtherExt),
+        1 => Just(Kind::NextFin),
+        1 => Just(Kind::NextCwr),
+        1 => Just(Kind::OtherWindow),
     ]
 }
 
@@ -97,6 +107,8 @@ struct Sender {
     ip_id: u16,
     /// Distinguishes payloads of frames with the same sequence number.
     salt: u32,
+    /// IPv6 extension headers on every segment.
+    ext: Vec<(u8, Vec<u8>)>,
 }
 
 impl Sender {
@@ -113,6 +125,9 @@ impl Sender {
             s.src_port = self.port;
             s.ack = self.ack;
             s.ip_id = self.ip_id;
+            if self.v6 {
+                s.ip6_ext = self.ext.clone();
+            }
         })
     }
 
@@ -148,6 +163,16 @@ impl Sender {
             }
             Kind::OtherMac => self.next(mss).with(|s| s.src_mac[5] ^= 0x40),
             Kind::OtherTtl => self.next(mss).with(|s| s.ttl = 1),
+            Kind::OtherExt if self.v6 => self.next(mss).with(|s| {
+                if s.ip6_ext.is_empty() {
+                    s.ip6_ext.push(ext(60, 0, 0));
+                } else {
+                    s.ip6_ext[0].1[7] ^= 0x11;
+                }
+            }),
+            Kind::OtherExt | Kind::OtherWindow => self.next(mss).with(|s| s.window ^= 0x100),
+            Kind::NextFin => self.next(mss).with(|s| s.flags |= FIN),
+            Kind::NextCwr => self.next(mss).with(|s| s.flags |= CWR),
         };
         if let Kind::BadChecksum = kind {
             let mut f = seg.build();
@@ -169,7 +194,16 @@ impl Sender {
     }
 }
 
-fn senders(mss: [usize; 4]) -> Vec<Sender> {
+/// IPv6 extension header chains a flow may carry on all its segments.
+fn chain(i: u8) -> Vec<(u8, Vec<u8>)> {
+    match i {
+        0 => Vec::new(),
+        1 => vec![ext(0, 0, 1)],
+        _ => vec![ext(0, 0, 2), ext(43, 2, 3), ext(60, 1, 4)],
+    }
+}
+
+fn senders(mss: [usize; 4], chains: [u8; 2]) -> Vec<Sender> {
     (0..4)
         .map(|i| Sender {
             v6: i >= 2,
@@ -179,6 +213,7 @@ fn senders(mss: [usize; 4]) -> Vec<Sender> {
             ack: 1,
             ip_id: 0xfff0,
             salt: 0,
+            ext: chain(if i >= 2 { chains[i - 2] } else { 0 }),
         })
         .collect()
 }
@@ -210,9 +245,10 @@ proptest! {
         policy in policy(),
         mode in mode(),
         max_flows in 1usize..5,
+        chains in proptest::array::uniform2(0u8..3),
     ) {
         let mut lro = Lro::new(Config { mode, policy, max_flows, ticks_per_us: 1 });
-        let mut tx = senders(mss);
+        let mut tx = senders(mss, chains);
         let mut now = 0u64;
         let mut out = Vec::new();
         let mut inputs = Vec::new();
@@ -315,8 +351,14 @@ proptest! {
         mode in mode(),
         muts in proptest::collection::vec((0usize..200, 1u8..=255), 1..4),
         cut in proptest::option::of(0usize..200),
+        chained in any::<bool>(),
     ) {
-        let segs = stream(v6, 5000, 120, 4);
+        // IPv6 segments may carry a chain of the extension headers that are walked over, so
+        // that mutations land in it too.
+        let segs: Vec<Seg> = stream(v6, 5000, 120, 4)
+            .into_iter()
+            .map(|s| s.with(|s| if v6 && chained { s.ip6_ext = vec![ext(0, 0, 1), ext(60, 1, 2)] }))
+            .collect();
         let mut bad = segs[1].build();
         for (at, x) in muts {
             let n = bad.len();

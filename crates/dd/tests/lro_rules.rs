@@ -1,11 +1,13 @@
 //! One test per LRO merge rule: the aggregate breaks exactly there, that rule's counter moves by
 //! one and no other, the bytes come out intact. Plus the shape of what leaves (GSO metadata,
-//! header fix-ups, both representations, IPv4 and IPv6) checked against independent checksums.
+//! header fix-ups, both representations, IPv4 and IPv6) checked against independent checksums,
+//! and one crafted-frame test per case of the Linux GRO parity table in `lro/rules.rs`
+//! (IPv6 extension header chains, the 65535-byte boundary, ...).
 
 mod lro_common;
 
 use lro_common::*;
-use pvnet_dd::lro::{segment, Lro, LroStats, Mode, Policy, Reason, MAX_SEGS};
+use pvnet_dd::lro::{segment, Lro, LroStats, Mode, Policy, Reason, MAX_IP_PACKET, MAX_SEGS};
 use pvnet_dd::packet::{Chain, Packet};
 use pvnet_wire::flow::parse_tcp;
 use pvnet_wire::vnet::{self, VirtioNetHdr};
@@ -61,9 +63,17 @@ fn gso_segs(p: &Packet) -> usize {
 /// s1, s2 of a stream, then s2's successor changed by `third`: s1+s2 leave as one GSO packet
 /// when the third arrives, the third leaves alone at the end of the poll.
 fn breaks_at(reason: Reason, v6s: &[bool], third: impl Fn(&mut Seg)) {
+    breaks_at_with(reason, v6s, |_| {}, third)
+}
+
+/// [`breaks_at`] on a stream whose every segment is first changed by `base`.
+fn breaks_at_with(reason: Reason, v6s: &[bool], base: impl Fn(&mut Seg), third: impl Fn(&mut Seg)) {
     for &mode in &MODES {
         for &v6 in v6s {
-            let segs = stream(v6, 1000, 1000, 3);
+            let segs: Vec<Seg> = stream(v6, 1000, 1000, 3)
+                .into_iter()
+                .map(|s| s.with(&base))
+                .collect();
             let s3 = segs[2].clone().with(&third);
             let frames = vec![segs[0].build(), segs[1].build(), s3.build()];
             let mut lro = engine(mode, Policy::Poll);
@@ -226,8 +236,12 @@ fn size_limit_segment_count() {
 /// to the flow, s1+s2 leave before it and s3 starts anew; when it has no flow (does not parse),
 /// the aggregate goes on through it.
 fn refused(reason: Reason, bad: Vec<u8>, vnet: VirtioNetHdr, of_flow: bool) {
+    refused_in(&stream(false, 1000, 1000, 3), reason, bad, vnet, of_flow)
+}
+
+/// [`refused`] with the stream `segs` (three segments) around `bad`.
+fn refused_in(segs: &[Seg], reason: Reason, bad: Vec<u8>, vnet: VirtioNetHdr, of_flow: bool) {
     for &mode in &MODES {
-        let segs = stream(false, 1000, 1000, 3);
         let mut lro = engine(mode, Policy::Poll);
         let mut out = Vec::new();
         lro.receive(segs[0].build(), no_vnet(), 0, &mut out);
@@ -312,9 +326,27 @@ fn ip_fragment() {
 
 #[test]
 fn ipv6_ext_header() {
-    let f = Seg::v6(1, b"x").with(|s| s.hop_by_hop = true).build();
-    assert_eq!(parse_tcp(&f), Err(pvnet_wire::Error::Ipv6ExtHeader));
-    refused(Reason::Ipv6ExtHeader, f, no_vnet(), false);
+    // Fragment (44), AH (51), ESP (50), mobility (135): Linux GRO does not walk them
+    // (`ipv6_gro_pull_exthdrs` stops; no TCP handler), directly or after one it walks.
+    for kind in [44u8, 51, 50, 135] {
+        for chain in [vec![ext(kind, 0, 0)], vec![ext(60, 0, 0), ext(kind, 0, 0)]] {
+            let f = Seg::v6(1, b"x").with(|s| s.ip6_ext = chain).build();
+            assert_eq!(parse_tcp(&f), Err(pvnet_wire::Error::Ipv6ExtHeader));
+            refused(Reason::Ipv6ExtHeader, f, no_vnet(), false);
+        }
+    }
+}
+
+#[test]
+fn ipv6_jumbogram_is_malformed() {
+    // RFC 2675: payload length 0, the real length in a hop-by-hop option. `ipv6_gro_receive`
+    // flushes it (payload length != packet length); here nothing follows the fixed header.
+    let mut f = Seg::v6(1, b"x")
+        .with(|s| s.ip6_ext = vec![ext(0, 0, 0)])
+        .build();
+    f[14 + 4..14 + 6].fill(0);
+    f[54 + 2..54 + 8].copy_from_slice(&[0xc2, 4, 0, 0, 0, 0x31]);
+    refused(Reason::Malformed, f, no_vnet(), false);
 }
 
 #[test]
@@ -336,16 +368,8 @@ fn gso_input() {
 
 #[test]
 fn tcp_flags() {
-    for flags in [
-        ACK | SYN,
-        ACK | FIN,
-        ACK | RST,
-        ACK | URG,
-        ACK | CWR,
-        ACK | ECE,
-        PSH,
-        0,
-    ] {
+    // SYN, RST, URG: never merged, never held (`tcp_gro_receive` flushes them at once).
+    for flags in [ACK | SYN, ACK | RST, ACK | URG, SYN, RST, ACK | PSH | URG] {
         let f = s_bad().with(|s| s.flags = flags).build();
         refused(Reason::TcpFlags, f, no_vnet(), true);
     }
@@ -463,40 +487,51 @@ fn short_segment() {
 }
 
 #[test]
-fn ethernet_padding_is_trimmed_when_merging_kept_when_alone() {
-    // 14 + 20 + 20 + 2 = 56 bytes: padded to 60.
+fn ip_length_padded_frames_are_refused() {
+    // 14 + 20 + 20 + 2 = 56 bytes: padded to 60. `inet_gro_receive` flushes a packet whose total
+    // length is not the frame's, so it never merges, and its flow's aggregate leaves first.
     let mk = |seq: u32, id: u16| {
         Seg::v4(seq, &bytes(seq, 2)).with(|s| {
             s.options.clear();
             s.ip_id = id;
         })
     };
-    let (a, b) = (mk(10, 1).build(), mk(12, 2).build());
-    assert_eq!(a.len(), 60);
-    for mode in MODES {
-        let mut lro = engine(mode, Policy::Poll);
-        let mut out = Vec::new();
-        lro.receive(a.clone(), no_vnet(), 0, &mut out);
-        lro.end_poll(1, 0, &mut out);
-        assert_eq!(out, vec![lone(a.clone())], "alone: padding kept");
-        out.clear();
-        lro.receive(a.clone(), no_vnet(), 1, &mut out);
-        lro.receive(b.clone(), no_vnet(), 1, &mut out);
-        lro.end_poll(2, 1, &mut out);
-        assert_eq!(out.len(), 1);
-        assert_eq!(out[0].len(), 56 + 2);
-        let whole = complete(&out[0]);
-        assert!(tcp_csum_ok(&whole) && ip_csum_ok(&whole));
-        assert_eq!(&whole[54..], &[bytes(10, 2), bytes(12, 2)].concat()[..]);
-    }
+    let padded = mk(3000, 102).build();
+    assert_eq!(padded.len(), 60);
+    refused(Reason::IpLength, padded.clone(), no_vnet(), true);
+    // Alone it leaves as it came, padding kept (no DATA_VALID: its checksum was not looked at).
+    let mut lro = engine(Mode::Page, Policy::Poll);
+    let mut out = Vec::new();
+    lro.receive(padded.clone(), no_vnet(), 0, &mut out);
+    assert_eq!(out, vec![Packet::linear(no_vnet(), padded)]);
+    // Any trailer counts, on IPv6 too.
+    let mut v6 = stream(true, 1000, 1000, 3)[2].build();
+    v6.push(0);
+    refused_in(
+        &stream(true, 1000, 1000, 3),
+        Reason::IpLength,
+        v6,
+        no_vnet(),
+        true,
+    );
+}
+
+#[test]
+fn ip_reserved_bit() {
+    // `inet_gro_receive`: any bit of the fragment word but DF flushes.
+    let mut f = s_bad().build();
+    f[14 + 6] |= 0x80;
+    f[14 + 10..14 + 12].fill(0);
+    let c = !slow_sum(&f[14..34]);
+    f[14 + 10..14 + 12].copy_from_slice(&c.to_be_bytes());
+    refused(Reason::IpReservedBit, f, no_vnet(), true);
 }
 
 #[test]
 fn gso_packet_shape_and_checksums() {
     for mode in MODES {
         for v6 in [false, true] {
-            let mut segs = stream(v6, 0xffff_f000, 1000, 5); // sequence numbers wrap
-            segs[4].window = 777;
+            let segs = stream(v6, 0xffff_f000, 1000, 5); // sequence numbers wrap
             let frames: Vec<Vec<u8>> = segs.iter().map(Seg::build).collect();
             let mut lro = engine(mode, Policy::Poll);
             let mut out = Vec::new();
@@ -542,11 +577,7 @@ fn gso_packet_shape_and_checksums() {
                 }
             }
             let l4 = usize::from(l4);
-            assert_eq!(
-                &p.head[l4 + 14..l4 + 16],
-                &777u16.to_be_bytes(),
-                "latest window"
-            );
+            assert_eq!(&p.head[l4 + 14..l4 + 16], &501u16.to_be_bytes(), "window");
             assert!(ip_csum_ok(&p.head));
             // The check field holds the folded pseudo-header sum: completing it over the whole
             // packet gives a valid TCP checksum.
@@ -670,5 +701,326 @@ fn truncated_at_every_length_passes_through() {
         assert_eq!(st.passthrough as usize, full.len());
         assert_eq!(st.flush.malformed + st.flush.not_tcp, full.len() as u64);
         assert_eq!(st.segments_in, 0);
+    }
+}
+
+// ------------------------------------------------------------------ GRO parity (issue 23)
+
+/// The extension header chains tested: each header Linux walks over alone, all three, and an
+/// order RFC 8200 does not recommend (Linux does not check the order either).
+fn chains() -> Vec<Vec<(u8, Vec<u8>)>> {
+    vec![
+        vec![ext(0, 0, 1)],
+        vec![ext(43, 2, 2)],
+        vec![ext(60, 1, 3)],
+        vec![ext(0, 0, 4), ext(43, 2, 5), ext(60, 0, 6)],
+        vec![ext(60, 0, 7), ext(43, 0, 8), ext(60, 1, 9)],
+    ]
+}
+
+#[test]
+fn ipv6_ext_headers_merge_and_resegment_byte_for_byte() {
+    for mode in MODES {
+        for chain in chains() {
+            let ext_len: usize = chain.iter().map(|(_, h)| h.len()).sum();
+            let segs: Vec<Seg> = stream(true, 0xffff_f800, 1000, 5)
+                .into_iter()
+                .map(|s| s.with(|s| s.ip6_ext = chain.clone()))
+                .collect();
+            let frames: Vec<Vec<u8>> = segs.iter().map(Seg::build).collect();
+            let mut lro = engine(mode, Policy::Poll);
+            let mut out = Vec::new();
+            for f in &frames {
+                lro.receive(f.clone(), no_vnet(), 0, &mut out);
+            }
+            lro.end_poll(5, 0, &mut out);
+            assert_eq!(out.len(), 1, "{chain:?}");
+            assert!(moved(&lro.stats()).is_empty());
+            let p = &out[0];
+            let (l4, hdr) = (54 + ext_len, 54 + ext_len + 32);
+            assert_eq!(
+                p.vnet,
+                VirtioNetHdr {
+                    flags: vnet::F_NEEDS_CSUM,
+                    gso_type: vnet::GSO_TCPV6,
+                    hdr_len: hdr as u16,
+                    gso_size: 1000,
+                    csum_start: l4 as u16,
+                    csum_offset: 16,
+                }
+            );
+            // The chain is the first segment's, the payload length covers it.
+            assert_eq!(p.head[54..l4], frames[0][54..l4]);
+            // Across the ring only the flags and the GSO size and type travel: the receiving
+            // end finds the same checksum start and header length by walking the chain.
+            let gso = pvnet_netif::slots::GsoInfo {
+                size: 1000,
+                gso_type: pvnet_netif::slots::XEN_NETIF_GSO_TYPE_TCPV6,
+                features: 0,
+            };
+            let guest = pvnet_netif::csum::vnet_hdr_for(&p.head, true, true, Some(gso));
+            assert_eq!(guest, Some(p.vnet), "{chain:?}");
+            let plen = u16::from_be_bytes([p.head[18], p.head[19]]);
+            assert_eq!(usize::from(plen), ext_len + 32 + 5000);
+            let whole = complete(p);
+            assert_eq!(whole.len(), hdr + 5000);
+            assert!(tcp_csum_ok(&whole));
+            let m = parse_tcp(&whole).unwrap();
+            assert_eq!(
+                (m.l4_off, m.payload_len, m.ip_packet_len()),
+                (l4, 5000, 40 + usize::from(plen))
+            );
+            // Cut back: every segment is byte for byte the frame that went in.
+            let back = segment(p).unwrap();
+            assert_eq!(back.len(), 5);
+            for (s, orig) in back.iter().zip(&frames) {
+                assert_eq!(s.vnet.flags, vnet::F_DATA_VALID);
+                assert_eq!(&s.head, orig);
+            }
+        }
+    }
+}
+
+#[test]
+fn ipv6_headers_flow_label() {
+    breaks_at(Reason::Ipv6Headers, &[true], |s| s.flow_label = 0x12345);
+}
+
+#[test]
+fn ipv6_headers_ext_added() {
+    breaks_at(Reason::Ipv6Headers, &[true], |s| {
+        s.ip6_ext = vec![ext(60, 0, 0)]
+    });
+}
+
+#[test]
+fn ipv6_headers_ext_removed() {
+    let with = |s: &mut Seg| s.ip6_ext = vec![ext(0, 0, 0)];
+    breaks_at_with(Reason::Ipv6Headers, &[true], with, |s| s.ip6_ext.clear());
+}
+
+#[test]
+fn ipv6_headers_ext_bytes_differ() {
+    // Same types and lengths, one byte different (Linux: memcmp of the chain).
+    let chain = |s: &mut Seg| s.ip6_ext = vec![ext(0, 0, 1), ext(60, 1, 1)];
+    breaks_at_with(Reason::Ipv6Headers, &[true], chain, |s| {
+        s.ip6_ext[1].1[10] ^= 0x40
+    });
+    // A routing header where a destination options header was (same bytes otherwise).
+    breaks_at_with(Reason::Ipv6Headers, &[true], chain, |s| s.ip6_ext[1].0 = 43);
+}
+
+#[test]
+fn ipv6_ext_headers_keep_every_other_rule() {
+    // With a chain, the other match rules still break where they should.
+    let chain = |s: &mut Seg| s.ip6_ext = vec![ext(0, 0, 1), ext(43, 2, 2)];
+    breaks_at_with(Reason::Seq, &[true], chain, |s| s.seq += 1);
+    breaks_at_with(Reason::Ttl, &[true], chain, |s| s.ttl = 1);
+    breaks_at_with(Reason::TcpOptions, &[true], chain, |s| s.options[11] ^= 1);
+}
+
+#[test]
+fn cwr() {
+    // `tcp_gro_receive`: CWR on the new segment flushes; it starts an aggregate of its own.
+    breaks_at(Reason::Cwr, &[false, true], |s| s.flags |= CWR);
+}
+
+#[test]
+fn cwr_segment_is_held_alone() {
+    // The CWR segment heads an aggregate nothing joins: the next one differs in its flags.
+    let segs = stream(false, 1, 1000, 3);
+    let s1 = segs[0].clone().with(|s| s.flags |= CWR);
+    let frames = [s1.build(), segs[1].build(), segs[2].build()];
+    let mut lro = engine(Mode::Page, Policy::Poll);
+    let mut out = Vec::new();
+    lro.receive(frames[0].clone(), no_vnet(), 0, &mut out);
+    assert_eq!((out.len(), lro.held()), (0, 1), "held, not refused");
+    lro.receive(frames[1].clone(), no_vnet(), 0, &mut out);
+    lro.receive(frames[2].clone(), no_vnet(), 0, &mut out);
+    lro.end_poll(3, 0, &mut out);
+    assert_eq!(out[0], lone(frames[0].clone()));
+    assert_eq!(gso_segs(&out[1]), 2);
+    assert_eq!(moved(&lro.stats()), vec!["flags_differ"]);
+    assert_eq!(per_flow(&out), input_flows(&frames));
+}
+
+#[test]
+fn flags_differ_ece() {
+    breaks_at(Reason::FlagsDiffer, &[false, true], |s| s.flags |= ECE);
+}
+
+#[test]
+fn flags_differ_no_ack() {
+    breaks_at(Reason::FlagsDiffer, &[false, true], |s| s.flags = 0);
+}
+
+#[test]
+fn flags_differ_reserved_bits() {
+    // The AE bit (RFC 9768) and the other reserved bits are part of the compared flag word.
+    breaks_at(Reason::FlagsDiffer, &[false, true], |s| s.tcp_reserved = 1);
+    breaks_at(Reason::FlagsDiffer, &[false], |s| s.tcp_reserved = 8);
+}
+
+#[test]
+fn equal_unusual_flags_merge() {
+    // ECE on every segment, AE on every segment, no ACK on any: the flag words are equal,
+    // so they merge as Linux merges them, and every segment gets its flags back.
+    for (flags, res) in [(ACK | ECE, 0), (ACK, 1), (0, 0)] {
+        let frames: Vec<Vec<u8>> = stream(true, 1, 1000, 3)
+            .into_iter()
+            .map(|s| s.with(|s| (s.flags, s.tcp_reserved) = (flags, res)).build())
+            .collect();
+        let mut lro = engine(Mode::Skb, Policy::Poll);
+        let mut out = Vec::new();
+        for f in &frames {
+            lro.receive(f.clone(), no_vnet(), 0, &mut out);
+        }
+        lro.end_poll(3, 0, &mut out);
+        assert_eq!(out.len(), 1);
+        assert!(moved(&lro.stats()).is_empty());
+        for (s, orig) in segment(&out[0]).unwrap().iter().zip(&frames) {
+            assert_eq!(&s.head, orig);
+        }
+    }
+}
+
+#[test]
+fn window() {
+    // The window is in the flag word `tcp_gro_receive` compares.
+    breaks_at(Reason::Window, &[false, true], |s| s.window = 777);
+}
+
+#[test]
+fn fin_merges_then_ends() {
+    for mode in MODES {
+        for v6 in [false, true] {
+            let segs = stream(v6, 9, 1000, 3);
+            let s2 = segs[1].clone().with(|s| s.flags |= FIN);
+            let mut lro = engine(mode, Policy::Poll);
+            let mut out = Vec::new();
+            lro.receive(segs[0].build(), no_vnet(), 0, &mut out);
+            lro.receive(s2.build(), no_vnet(), 1, &mut out);
+            assert_eq!((out.len(), lro.held()), (1, 0), "left at once");
+            let l4 = if v6 { 54 } else { 34 };
+            assert_eq!(
+                out[0].head[l4 + 13],
+                ACK | FIN,
+                "FIN in the aggregate's header"
+            );
+            let back = segment(&out[0]).unwrap();
+            assert_eq!(back[0].head, segs[0].build(), "FIN only on the last");
+            assert_eq!(back[1].head, s2.build());
+            assert_eq!(moved(&lro.stats()), vec!["fin"]);
+        }
+    }
+}
+
+#[test]
+fn lone_fin_leaves_at_once_and_pure_fin_is_refused() {
+    let f = Seg::v4(1, b"bye").with(|s| s.flags |= FIN).build();
+    let mut lro = engine(Mode::Page, Policy::Every(2));
+    let mut out = Vec::new();
+    lro.receive(f.clone(), no_vnet(), 0, &mut out);
+    assert_eq!(out, vec![lone(f)]);
+    assert_eq!((lro.held(), lro.stats().flush.fin), (0, 1));
+    // FIN without data: `(len - 1) >= mss` flushes it like any empty segment.
+    let g = s_bad()
+        .with(|s| (s.flags, s.payload) = (ACK | FIN, Vec::new()))
+        .build();
+    refused(Reason::NoPayload, g, no_vnet(), true);
+}
+
+#[test]
+fn needs_csum_before_the_tcp_header_is_verified() {
+    // CHECKSUM_PARTIAL is trusted only from the transport header on
+    // (`__skb_gro_checksum_validate_needed`); before it, the field (a seed) does not verify.
+    let (f, mut v) = s_bad().build_partial();
+    v.csum_start = 14;
+    v.csum_offset = 20 + 16;
+    refused(Reason::BadChecksum, f, v, true);
+}
+
+/// Segments whose aggregate IP packet is exactly `total` bytes: headers `hdr` (IP + extension
+/// headers + TCP), then payloads of `mss` and one shorter last one.
+fn to_size(base: &Seg, hdr: usize, total: usize) -> (Vec<Seg>, usize) {
+    let payload = total - hdr;
+    let mss = (1300..=1448)
+        .rev()
+        .find(|m| !payload.is_multiple_of(*m) && payload / m < MAX_SEGS && payload % m + 1 < *m)
+        .expect("some mss fits");
+    let mut segs = Vec::new();
+    let mut seq = 77u32;
+    let mut left = payload;
+    while left > 0 {
+        let n = left.min(mss);
+        segs.push(base.clone().with(|s| {
+            s.seq = seq;
+            s.payload = bytes(seq, n);
+            s.ip_id = 100 + segs.len() as u16;
+        }));
+        seq += n as u32;
+        left -= n;
+    }
+    (segs, mss)
+}
+
+#[test]
+fn size_limit_exact_boundary() {
+    // `skb_gro_receive` refuses `p->len + len >= gro_max_size` (65536 by default): the largest
+    // aggregate is a 65535-byte IP packet, whatever the headers, IPv4 and IPv6 alike.
+    assert_eq!(MAX_IP_PACKET, 65535);
+    let bases = [
+        (Seg::v4(0, b""), 20 + 32),
+        (Seg::v4(0, b"").with(|s| s.options.clear()), 20 + 20),
+        (Seg::v6(0, b""), 40 + 32),
+        (
+            Seg::v6(0, b"").with(|s| s.ip6_ext = vec![ext(0, 0, 1), ext(60, 3, 2)]),
+            40 + 40 + 32,
+        ),
+    ];
+    for (base, hdr) in bases {
+        for mode in MODES {
+            // Exactly 65535: everything merges (the short last segment ends it).
+            let (segs, mss) = to_size(&base, hdr, 65535);
+            let frames: Vec<Vec<u8>> = segs.iter().map(Seg::build).collect();
+            let mut lro = engine(mode, Policy::Poll);
+            let mut out = Vec::new();
+            for f in &frames {
+                lro.receive(f.clone(), no_vnet(), 0, &mut out);
+            }
+            assert_eq!(out.len(), 1, "hdr {hdr} mss {mss}");
+            assert_eq!(out[0].len() - 14, 65535, "the IP packet");
+            let len = u16::from_be_bytes([out[0].head[16], out[0].head[17]]);
+            let len = if base.v6 {
+                usize::from(u16::from_be_bytes([out[0].head[18], out[0].head[19]])) + 40
+            } else {
+                usize::from(len)
+            };
+            assert_eq!(len, 65535, "the IP length field");
+            assert!(tcp_csum_ok(&complete(&out[0])));
+            assert_eq!(moved(&lro.stats()), vec!["short_segment"]);
+            assert_eq!(per_flow(&out), input_flows(&frames));
+
+            // One byte more: the last segment does not fit, it starts a new aggregate.
+            let (mut segs, _) = to_size(&base, hdr, 65535);
+            let last = segs.last_mut().unwrap();
+            last.payload.push(0xee);
+            let frames: Vec<Vec<u8>> = segs.iter().map(Seg::build).collect();
+            let mut lro = engine(mode, Policy::Poll);
+            let mut out = Vec::new();
+            for f in &frames {
+                lro.receive(f.clone(), no_vnet(), 0, &mut out);
+            }
+            lro.end_poll(frames.len(), 0, &mut out);
+            assert_eq!(out.len(), 2);
+            assert_eq!(
+                out[0].len() - 14,
+                65535 - (frames.last().unwrap().len() - 14 - hdr) + 1
+            );
+            assert_eq!(gso_segs(&out[0]), frames.len() - 1);
+            assert_eq!(out[1], lone(frames.last().unwrap().clone()));
+            assert_eq!(moved(&lro.stats()), vec!["size_limit"]);
+            assert_eq!(per_flow(&out), input_flows(&frames));
+        }
     }
 }

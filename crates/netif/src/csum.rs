@@ -2,6 +2,7 @@
 //! `skb_checksum_setup` before handing a packet with a blank checksum to a stack. The ring
 //! carries only the flag; the position of the checksum field is found by parsing the headers.
 
+use pvnet_wire::ipv6;
 use pvnet_wire::vnet::{self, VirtioNetHdr};
 
 use crate::slots::{GsoInfo, XEN_NETIF_GSO_TYPE_TCPV4, XEN_NETIF_GSO_TYPE_TCPV6};
@@ -21,8 +22,10 @@ pub struct CsumSetup {
     pub ipv6: bool,
 }
 
-/// Parses Ethernet + IPv4/IPv6 + TCP/UDP far enough to place the checksum. `None` for anything
-/// else (other protocols, truncated or inconsistent headers, IPv6 extension headers).
+/// Parses Ethernet + IPv4/IPv6 + TCP/UDP far enough to place the checksum. IPv6 hop-by-hop,
+/// routing and destination options headers are walked over (as Linux `skb_checksum_setup_ipv6`
+/// does; LRO aggregates may carry them). `None` for anything else (other protocols, truncated
+/// or inconsistent headers, other IPv6 extension headers).
 pub fn csum_setup(frame: &[u8]) -> Option<CsumSetup> {
     if frame.len() < 14 {
         return None;
@@ -45,7 +48,14 @@ pub fn csum_setup(frame: &[u8]) -> Option<CsumSetup> {
             if ip[0] >> 4 != 6 {
                 return None;
             }
-            (54, ip[6], true)
+            let (mut nh, mut at) = (ip[6], 54usize);
+            while ipv6::is_gro_ext_header(nh) {
+                let h = frame.get(at..at + 2)?;
+                nh = h[0];
+                at += (usize::from(h[1]) + 1) * 8;
+            }
+            frame.get(..at)?;
+            (at, nh, true)
         }
         _ => return None,
     };
@@ -208,6 +218,30 @@ mod tests {
         );
         assert_eq!(xen_gso_to_vnet(XEN_NETIF_GSO_TYPE_TCPV6), vnet::GSO_TCPV6);
         assert_eq!(xen_gso_to_vnet(XEN_NETIF_GSO_TYPE_TCPV4), vnet::GSO_TCPV4);
+    }
+
+    #[test]
+    fn tcp_ipv6_after_extension_headers() {
+        // Hop-by-hop (8 bytes) then destination options (16) then TCP with 12 option bytes.
+        let mut f = vec![0u8; 14 + 40 + 24 + 32 + 10];
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        f[14] = 0x60;
+        f[14 + 6] = 0;
+        f[54] = 60;
+        f[62] = 6;
+        f[63] = 1;
+        f[78 + 12] = 8 << 4;
+        let s = csum_setup(&f).unwrap();
+        assert_eq!(
+            (s.csum_start, s.hdr_len, s.proto, s.ipv6),
+            (78, 110, 6, true)
+        );
+        // A chain running past the frame, or ending in a fragment header: no setup.
+        f[63] = 200;
+        assert_eq!(csum_setup(&f), None);
+        f[63] = 1;
+        f[62] = 44;
+        assert_eq!(csum_setup(&f), None);
     }
 
     #[test]

@@ -6,8 +6,14 @@
 //! reason, so a caller can count each. What is not an error but may matter to a caller is a flag
 //! in `TcpMeta` (`ip_options`).
 //!
+//! IPv6 extension headers: hop-by-hop options (0), routing (43) and destination options (60) are
+//! walked over, any number and in any order, as Linux `ipv6_gro_pull_exthdrs` does (the headers
+//! it registers with `INET6_PROTO_GSO_EXTHDR`, `net/ipv6/exthdrs_offload.c`); their bytes are
+//! `ip6_ext`. Each is `8 × (hdr_ext_len + 1)` bytes and must lie within the payload length.
+//!
 //! Not handled (rejected): VLAN tags (`Vlan`), non-IP ethertypes (`NotIp`), IPv4 fragments
-//! (`Fragment`), IPv6 extension headers (`Ipv6ExtHeader`), other transports (`NotTcp`).
+//! (`Fragment`), the other IPv6 extension headers (fragment, AH, ESP, mobility, ...:
+//! `Ipv6ExtHeader`), other transports (`NotTcp`).
 
 use std::net::IpAddr;
 use std::ops::Range;
@@ -33,7 +39,7 @@ pub struct TcpMeta {
     pub key: FlowKey,
     /// Start of the IP header (14: no VLAN).
     pub l3_off: usize,
-    /// Start of the TCP header.
+    /// Start of the TCP header (after IPv4 options or the IPv6 extension headers).
     pub l4_off: usize,
     /// Start of the TCP payload.
     pub payload_off: usize,
@@ -55,6 +61,12 @@ pub struct TcpMeta {
     pub df: bool,
     /// The IPv4 header carries options (IHL > 5). Linux GRO does not merge such packets.
     pub ip_options: bool,
+    /// IPv6 flow label (20 bits); 0 for IPv4.
+    pub flow_label: u32,
+    /// The IPv6 extension headers walked over (hop-by-hop, routing, destination options), as a
+    /// range of the frame: from the end of the fixed header to `l4_off`. Empty for IPv4 and for
+    /// IPv6 without them.
+    pub ip6_ext: Range<usize>,
 }
 
 impl TcpMeta {
@@ -65,6 +77,16 @@ impl TcpMeta {
     /// End of the IP packet in the frame (start of any padding).
     pub fn l3_end(&self) -> usize {
         self.payload_off + self.payload_len
+    }
+
+    /// Length of the IP packet: IP header(s) + TCP header + payload.
+    pub fn ip_packet_len(&self) -> usize {
+        self.l3_end() - self.l3_off
+    }
+
+    /// The IPv6 extension header bytes of `frame` (empty for IPv4 or none).
+    pub fn ip6_ext_bytes<'a>(&self, frame: &'a [u8]) -> &'a [u8] {
+        frame.get(self.ip6_ext.clone()).unwrap_or(&[])
     }
 
     /// The TCP option bytes of `frame` (the frame this meta was parsed from).
@@ -98,6 +120,7 @@ struct L3 {
     tos: u8,
     df: bool,
     ip_options: bool,
+    flow_label: u32,
 }
 
 fn parse_v4(b: &[u8], l3_off: usize) -> Result<TcpMeta, Error> {
@@ -116,13 +139,26 @@ fn parse_v4(b: &[u8], l3_off: usize) -> Result<TcpMeta, Error> {
         tos: ip.dscp_ecn(),
         df: ip.dont_frag(),
         ip_options: ip.header_len() > ipv4::HEADER_LEN,
+        flow_label: 0,
     };
-    finish(ip.payload(), l3_off, l3_off + ip.header_len(), l3)
+    let l4_off = l3_off + ip.header_len();
+    finish(ip.payload(), l3_off, l4_off..l4_off, l3)
 }
 
 fn parse_v6(b: &[u8], l3_off: usize) -> Result<TcpMeta, Error> {
     let ip = ipv6::Packet::new_checked(b)?;
-    let nh = ip.next_header();
+    let payload = ip.payload();
+    let mut nh = ip.next_header();
+    let mut off = 0;
+    while ipv6::is_gro_ext_header(nh) {
+        let hdr = payload.get(off..off + 2).ok_or(Error::Truncated)?;
+        let len = (usize::from(hdr[1]) + 1) * 8;
+        if payload.len() - off < len {
+            return Err(Error::Truncated);
+        }
+        nh = hdr[0];
+        off += len;
+    }
     if nh != ipv4::PROTO_TCP {
         return Err(if ipv6::is_ext_header(nh) {
             Error::Ipv6ExtHeader
@@ -138,11 +174,15 @@ fn parse_v6(b: &[u8], l3_off: usize) -> Result<TcpMeta, Error> {
         tos: ip.traffic_class(),
         df: true,
         ip_options: false,
+        flow_label: ip.flow_label(),
     };
-    finish(ip.payload(), l3_off, l3_off + ipv6::HEADER_LEN, l3)
+    let ext = l3_off + ipv6::HEADER_LEN;
+    finish(&payload[off..], l3_off, ext..ext + off, l3)
 }
 
-fn finish(l4: &[u8], l3_off: usize, l4_off: usize, l3: L3) -> Result<TcpMeta, Error> {
+/// `ext`: the IPv6 extension headers (ends where TCP starts).
+fn finish(l4: &[u8], l3_off: usize, ext: Range<usize>, l3: L3) -> Result<TcpMeta, Error> {
+    let l4_off = ext.end;
     let seg = tcp::Segment::new_checked(l4)?;
     let hl = seg.header_len();
     Ok(TcpMeta {
@@ -166,6 +206,8 @@ fn finish(l4: &[u8], l3_off: usize, l4_off: usize, l3: L3) -> Result<TcpMeta, Er
         tos: l3.tos,
         df: l3.df,
         ip_options: l3.ip_options,
+        flow_label: l3.flow_label,
+        ip6_ext: ext,
     })
 }
 
@@ -331,16 +373,74 @@ mod tests {
         assert_eq!(parse_tcp(&eth(ETHERTYPE_IPV6, &ip6)), Err(Error::NotTcp));
     }
 
+    /// SYN6 with `ext` (next-header chain already linked by the caller) inserted after the
+    /// fixed header, whose next header becomes `first`.
+    fn v6_with_ext(first: u8, ext: &[u8]) -> Vec<u8> {
+        let mut ip = SYN6.to_vec();
+        ip.splice(40..40, ext.iter().copied());
+        ip[6] = first;
+        let plen = (ip.len() - 40) as u16;
+        ip[4..6].copy_from_slice(&plen.to_be_bytes());
+        eth(ETHERTYPE_IPV6, &ip)
+    }
+
+    #[test]
+    fn walks_hop_by_hop_routing_and_destination_options() {
+        // HBH (8 bytes) -> routing (24 bytes, hdr_ext_len 2) -> dest opts (16 bytes) -> TCP.
+        let mut ext = vec![43, 0, 1, 4, 0, 0, 0, 0];
+        ext.extend_from_slice(&[60, 2, 0, 0, 0, 0, 0, 0]);
+        ext.extend_from_slice(&[0xaa; 16]);
+        ext.extend_from_slice(&[6, 1, 1, 4, 0, 0, 0, 0]);
+        ext.extend_from_slice(&[0xbb; 8]);
+        let f = v6_with_ext(0, &ext);
+        let m = parse_tcp(&f).unwrap();
+        assert_eq!(m.ip6_ext, 54..54 + 48);
+        assert_eq!(m.ip6_ext_bytes(&f), &ext[..]);
+        assert_eq!((m.l4_off, m.payload_off, m.payload_len), (102, 142, 0));
+        assert_eq!(m.ip_packet_len(), 40 + 48 + 40);
+        assert_eq!((m.key.dst_port, m.flow_label), (80, 0x9e663));
+        assert_eq!(m.timestamp(&f), Some((0x421ecc66, 0)));
+        // Without extension headers the range is empty and sits at the end of the fixed header.
+        let plain = parse_tcp(&eth(ETHERTYPE_IPV6, &SYN6)).unwrap();
+        assert_eq!(plain.ip6_ext, 54..54);
+        let v4 = parse_tcp(&v4(&SYN4)).unwrap();
+        assert!(v4.ip6_ext.is_empty() && v4.flow_label == 0);
+    }
+
     #[test]
     fn reject_ipv6_extension_header() {
-        for nh in [0u8, 43, 44, 60] {
+        // Fragment, ESP, AH, mobility: not walked (Linux GRO refuses them too), directly or
+        // after a header that is walked.
+        for nh in [44u8, 50, 51, 135, 139, 140] {
             let mut ip6 = SYN6;
             ip6[6] = nh;
             assert_eq!(
                 parse_tcp(&eth(ETHERTYPE_IPV6, &ip6)),
-                Err(Error::Ipv6ExtHeader)
+                Err(Error::Ipv6ExtHeader),
+                "{nh}"
             );
+            let f = v6_with_ext(60, &[nh, 0, 1, 4, 0, 0, 0, 0]);
+            assert_eq!(parse_tcp(&f), Err(Error::Ipv6ExtHeader), "{nh}");
         }
+        // No next header (59) after destination options: not TCP.
+        let f = v6_with_ext(60, &[59, 0, 1, 4, 0, 0, 0, 0]);
+        assert_eq!(parse_tcp(&f), Err(Error::NotTcp));
+    }
+
+    #[test]
+    fn reject_ipv6_extension_header_past_payload() {
+        // hdr_ext_len claims 16 bytes, the payload length leaves only 8 + TCP... cut short.
+        let f = v6_with_ext(0, &[6, 200, 1, 4, 0, 0, 0, 0]);
+        assert_eq!(parse_tcp(&f), Err(Error::Truncated));
+        // A jumbogram (payload length 0, RFC 2675) never parses: nothing follows the header.
+        let mut j = v6_with_ext(0, &[6, 0, 0xc2, 4, 0, 1, 0, 0]);
+        j[18..20].fill(0);
+        assert_eq!(parse_tcp(&j), Err(Error::Truncated));
+        // An extension header cut in its first two bytes.
+        let mut ip6 = SYN6.to_vec();
+        ip6[6] = 0;
+        ip6[4..6].copy_from_slice(&1u16.to_be_bytes());
+        assert_eq!(parse_tcp(&eth(ETHERTYPE_IPV6, &ip6)), Err(Error::Truncated));
     }
 
     #[test]
@@ -376,9 +476,25 @@ mod tests {
             }
             f.truncate(cut.min(f.len()));
             if let Ok(m) = parse_tcp(&f) {
+                prop_assert!(m.ip6_ext.start <= m.ip6_ext.end && m.ip6_ext.end == m.l4_off);
                 prop_assert!(m.l4_off <= m.payload_off && m.l3_end() <= f.len());
                 prop_assert!(m.tcp_options.end == m.payload_off);
                 let _ = m.timestamp(&f);
+            }
+        }
+
+        #[test]
+        fn ipv6_chains_never_panic_and_stay_in_bounds(
+            ext in proptest::collection::vec(any::<u8>(), 0..64),
+            first in prop_oneof![Just(0u8), Just(43), Just(60), Just(6)],
+            cut in 0usize..200,
+        ) {
+            let mut f = v6_with_ext(first, &ext);
+            f.truncate(cut.min(f.len()));
+            if let Ok(m) = parse_tcp(&f) {
+                prop_assert!(m.ip6_ext.end == m.l4_off && m.l3_end() <= f.len());
+                prop_assert_eq!(m.ip6_ext.start, 54);
+                prop_assert_eq!((m.ip6_ext.end - m.ip6_ext.start) % 8, 0);
             }
         }
     }

@@ -1,4 +1,5 @@
-//! IPv6 fixed header (RFC 8200), without extension header parsing: [`Packet::next_header`] says
+//! IPv6 fixed header (RFC 8200), without extension header parsing (`flow::parse_tcp` walks the
+//! few that LRO skips): [`Packet::next_header`] says
 //! what follows the 40-byte header, and [`Packet::payload`] is everything after it up to
 //! `payload_len` (bytes beyond it are link-layer padding).
 
@@ -15,6 +16,23 @@ pub const EXT_HEADERS: [u8; 9] = [0, 43, 44, 50, 51, 60, 135, 139, 140];
 /// True for next-header values that are extension headers rather than upper-layer protocols.
 pub fn is_ext_header(next_header: u8) -> bool {
     EXT_HEADERS.contains(&next_header)
+}
+
+/// Hop-by-hop options.
+pub const NH_HOP_BY_HOP: u8 = 0;
+/// Routing header.
+pub const NH_ROUTING: u8 = 43;
+/// Fragment header.
+pub const NH_FRAGMENT: u8 = 44;
+/// Destination options.
+pub const NH_DEST_OPTS: u8 = 60;
+
+/// The extension headers that Linux GRO walks over to reach TCP (those registered with
+/// `INET6_PROTO_GSO_EXTHDR` in `net/ipv6/exthdrs_offload.c`: routing, destination options and,
+/// since 6.0, hop-by-hop). All three share the layout next header, length in 8-byte units
+/// not counting the first 8 (`ipv6_optlen`).
+pub fn is_gro_ext_header(next_header: u8) -> bool {
+    matches!(next_header, NH_HOP_BY_HOP | NH_ROUTING | NH_DEST_OPTS)
 }
 
 mod field {

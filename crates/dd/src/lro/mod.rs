@@ -9,8 +9,11 @@
 //!   checksum was verified here). An aggregate of several leaves as one [`Packet`] with GSO
 //!   metadata (`NEEDS_CSUM`, `GSO_TCPV4`/`GSO_TCPV6`, `gso_size` = the first segment's payload
 //!   length, the TCP check field holding the folded, non-complemented pseudo-header sum over the
-//!   whole TCP length, IP lengths and the IPv4 header checksum rewritten; the latest window, PSH
-//!   if the last segment had it). [`segment`] cuts such a packet back into wire segments.
+//!   whole TCP length, IP lengths and the IPv4 header checksum rewritten; PSH and FIN if the
+//!   last segment had them; IPv6 extension headers and IPv4 fields as in the first segment).
+//!   [`segment`] cuts such a packet back into wire segments.
+//! - An aggregate's IP packet (headers included) is at most [`MAX_IP_PACKET`] = 65535 bytes,
+//!   exactly what Linux GRO allows by default (see `lro/rules.rs`).
 //! - Representation ([`Mode`]): **skb** — the head is the first frame, each later receive buffer
 //!   a [`Frag`](crate::packet::Frag) starting at its payload
 //!   ([`Chain::FragList`](crate::packet::Chain::FragList)); **page** — the head is a copy of the
@@ -22,7 +25,8 @@
 //!   data without bound.
 //! - The merge rules are a flat list of named predicates in `lro/rules.rs` (`FRAME_RULES`,
 //!   `MATCH_RULES`, `END_RULES`, after Linux `tcp_gro_receive`), each with its own [`Reason`]
-//!   and counter in [`LroStats::flush`].
+//!   and counter in [`LroStats::flush`]. Its documentation compares them with Linux GRO case
+//!   by case and lists every difference with its reason.
 //!
 //! # Flush policies
 //! - `poll`: everything leaves at the end of each poll (seed 000's LRO).
@@ -77,6 +81,7 @@ use thiserror::Error;
 
 use crate::packet::{Buf, Packet};
 use agg::Agg;
+pub use agg::MAX_IP_PACKET;
 use rules::Seg;
 pub use rules::{FlushCounts, Reason};
 pub use segment::{segment, SegmentError};
@@ -421,19 +426,25 @@ impl Lro {
                 }
             }
         }
+        let sw = !rules::trusted(&vnet, &seg.meta);
         let Seg { meta, .. } = seg;
-        let psh = meta.flags.contains(TcpFlags::PSH);
-        let sw = rules::verified_in_software(&vnet);
+        let end = if meta.flags.contains(TcpFlags::PSH) {
+            Some(Reason::Psh)
+        } else if meta.flags.contains(TcpFlags::FIN) {
+            Some(Reason::Fin)
+        } else {
+            None
+        };
         let agg = Agg::start(frame, vnet, &meta, sw, now);
-        if psh {
-            // A lone PSH segment leaves at once; remember its flow only if that costs no
-            // eviction.
+        if let Some(r) = end {
+            // A lone PSH or FIN segment leaves at once (`tcp_gro_receive` flushes it; it is
+            // never held); remember its flow only if that costs no eviction.
             if idx.is_none() {
                 if let Some(i) = self.free_slot(meta.key) {
                     self.flows[i].observe(now, self.epoch, cap);
                 }
             }
-            self.c.count(Reason::Psh);
+            self.c.count(r);
             return self.emit(agg, now, out);
         }
         let i = match idx {

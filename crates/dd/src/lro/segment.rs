@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use pvnet_wire::checksum;
 use pvnet_wire::flow::{parse_tcp, FlowKey};
 use pvnet_wire::vnet::{self, VirtioNetHdr};
-use pvnet_wire::{Error, TcpFlags};
+use pvnet_wire::{ipv6, Error, TcpFlags};
 use thiserror::Error;
 
 use crate::packet::Packet;
@@ -24,7 +24,7 @@ pub enum SegmentError {
 }
 
 /// Cuts a GSO packet (`vnet.gso_type` TCPV4/TCPV6) into segments of `gso_size` payload bytes
-/// each: IPv4 ID + 1 per segment, lengths and IP header checksum, sequence numbers, PSH and FIN
+/// each, every header (IPv6 extension headers included) copied from the packet's: IPv4 ID + 1 per segment, lengths and IP header checksum, sequence numbers, PSH and FIN
 /// only on the last segment, CWR only on the first, the full TCP checksum computed; each
 /// segment linear with vnet `DATA_VALID`. A non-GSO packet comes back as one packet, unchanged.
 pub fn segment(pkt: &Packet) -> Result<Vec<Packet>, SegmentError> {
@@ -63,7 +63,9 @@ pub fn segment(pkt: &Packet) -> Result<Vec<Packet>, SegmentError> {
         f.extend_from_slice(chunk);
         let tcp_len = f.len() - l4;
         if v6 {
-            f[l3 + 4..l3 + 6].copy_from_slice(&(tcp_len as u16).to_be_bytes());
+            // The payload length covers the extension headers, copied as they are.
+            let payload_len = (f.len() - l3 - ipv6::HEADER_LEN) as u16;
+            f[l3 + 4..l3 + 6].copy_from_slice(&payload_len.to_be_bytes());
         } else {
             let total = (f.len() - l3) as u16;
             f[l3 + 2..l3 + 4].copy_from_slice(&total.to_be_bytes());

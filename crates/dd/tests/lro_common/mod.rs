@@ -46,6 +46,8 @@ pub struct Seg {
     pub seq: u32,
     pub ack: u32,
     pub flags: u8,
+    /// The four reserved bits of TCP header byte 12 (the lowest is AccECN's AE).
+    pub tcp_reserved: u8,
     pub window: u16,
     pub payload: Vec<u8>,
     pub ip_id: u16,
@@ -58,8 +60,11 @@ pub struct Seg {
     pub options: Vec<u8>,
     /// IPv4 option bytes (a multiple of 4).
     pub ip_options: Vec<u8>,
-    /// IPv6: a hop-by-hop extension header (8 bytes) before TCP.
-    pub hop_by_hop: bool,
+    /// IPv6 extension headers before TCP, in order: (next-header value naming it, its bytes, a
+    /// multiple of 8; the builder writes the first byte, the next header).
+    pub ip6_ext: Vec<(u8, Vec<u8>)>,
+    /// IPv6 flow label (20 bits).
+    pub flow_label: u32,
     /// Pad the frame to this length (Ethernet minimum is 60).
     pub pad_to: usize,
 }
@@ -75,6 +80,7 @@ impl Seg {
             seq,
             ack: 7,
             flags: ACK,
+            tcp_reserved: 0,
             window: 501,
             payload: payload.to_vec(),
             ip_id: 100,
@@ -84,7 +90,8 @@ impl Seg {
             more_frags: false,
             options: TIMESTAMP.to_vec(),
             ip_options: Vec::new(),
-            hop_by_hop: false,
+            ip6_ext: Vec::new(),
+            flow_label: 0,
             pad_to: 60,
         }
     }
@@ -109,7 +116,7 @@ impl Seg {
         tcp[2..4].copy_from_slice(&self.dst_port.to_be_bytes());
         tcp[4..8].copy_from_slice(&self.seq.to_be_bytes());
         tcp[8..12].copy_from_slice(&self.ack.to_be_bytes());
-        tcp[12] = (((20 + self.options.len()) / 4) as u8) << 4;
+        tcp[12] = (((20 + self.options.len()) / 4) as u8) << 4 | (self.tcp_reserved & 0x0f);
         tcp[13] = self.flags;
         tcp[14..16].copy_from_slice(&self.window.to_be_bytes());
         tcp.extend_from_slice(&self.options);
@@ -120,18 +127,20 @@ impl Seg {
         f.extend_from_slice(&self.src_mac);
         if self.v6 {
             f.extend_from_slice(&0x86ddu16.to_be_bytes());
-            let ext = if self.hop_by_hop { 8 } else { 0 };
+            let ext: usize = self.ip6_ext.iter().map(|(_, h)| h.len()).sum();
             let mut ip = vec![0u8; 40];
-            ip[0] = 0x60 | (self.tos >> 4);
-            ip[1] = self.tos << 4;
+            let word = 0x6000_0000 | u32::from(self.tos) << 20 | (self.flow_label & 0xf_ffff);
+            ip[0..4].copy_from_slice(&word.to_be_bytes());
             ip[4..6].copy_from_slice(&((tcp_len + ext) as u16).to_be_bytes());
-            ip[6] = if self.hop_by_hop { 0 } else { 6 };
+            ip[6] = self.ip6_ext.first().map_or(6, |(t, _)| *t);
             ip[7] = self.ttl;
             ip[8..24].copy_from_slice(&src6().octets());
             ip[24..40].copy_from_slice(&dst6().octets());
             f.extend_from_slice(&ip);
-            if self.hop_by_hop {
-                f.extend_from_slice(&[6, 0, 1, 4, 0, 0, 0, 0]);
+            for (i, (_, h)) in self.ip6_ext.iter().enumerate() {
+                let mut h = h.clone();
+                h[0] = self.ip6_ext.get(i + 1).map_or(6, |(t, _)| *t);
+                f.extend_from_slice(&h);
             }
             pseudo.extend_from_slice(&src6().octets());
             pseudo.extend_from_slice(&dst6().octets());
@@ -201,7 +210,7 @@ impl Seg {
     /// Payload offset in the built frame.
     pub fn payload_off(&self) -> usize {
         let l4 = if self.v6 {
-            54
+            54 + self.ip6_ext.iter().map(|(_, h)| h.len()).sum::<usize>()
         } else {
             34 + self.ip_options.len()
         };
@@ -220,16 +229,28 @@ pub fn ip_csum_ok(f: &[u8]) -> bool {
     slow_sum(&f[14..14 + hl]) == 0xffff
 }
 
-/// The TCP checksum of an Ethernet frame (no extension headers) is valid, computed from the
-/// raw bytes with the slow sum.
+/// Where TCP starts in an IPv6 Ethernet frame: after the hop-by-hop, routing and destination
+/// options headers (walked here independently of the parser under test).
+pub fn ipv6_l4(f: &[u8]) -> usize {
+    let (mut nh, mut at) = (f[20], 54);
+    while matches!(nh, 0 | 43 | 60) {
+        nh = f[at];
+        at += (usize::from(f[at + 1]) + 1) * 8;
+    }
+    at
+}
+
+/// The TCP checksum of an Ethernet frame is valid, computed from the raw bytes with the slow
+/// sum.
 pub fn tcp_csum_ok(f: &[u8]) -> bool {
     let mut pseudo = Vec::new();
     let (l4, end) = if f[12..14] == [0x86, 0xdd] {
         let end = 54 + usize::from(u16::from_be_bytes([f[18], f[19]]));
+        let l4 = ipv6_l4(f);
         pseudo.extend_from_slice(&f[22..54]);
-        pseudo.extend_from_slice(&((end - 54) as u32).to_be_bytes());
+        pseudo.extend_from_slice(&((end - l4) as u32).to_be_bytes());
         pseudo.extend_from_slice(&[0, 0, 0, 6]);
-        (54, end)
+        (l4, end)
     } else {
         let l4 = 14 + usize::from(f[14] & 0x0f) * 4;
         let end = 14 + usize::from(u16::from_be_bytes([f[16], f[17]]));
@@ -301,6 +322,23 @@ pub fn engine(mode: Mode, policy: Policy) -> Lro {
 
 pub fn no_vnet() -> VirtioNetHdr {
     VirtioNetHdr::default()
+}
+
+/// An IPv6 extension header of type `kind` (0 hop-by-hop, 43 routing, 60 destination options)
+/// of `8 × (units + 1)` bytes: options headers carry one PadN option filling them, a routing
+/// header is of type `tag` with no segments left; `tag` also marks the last byte.
+pub fn ext(kind: u8, units: u8, tag: u8) -> (u8, Vec<u8>) {
+    let len = 8 * (usize::from(units) + 1);
+    let mut h = vec![0u8; len];
+    h[1] = units;
+    if kind == 43 {
+        h[2] = tag;
+    } else {
+        h[2] = 1;
+        h[3] = (len - 4) as u8;
+    }
+    h[len - 1] = tag;
+    (kind, h)
 }
 
 /// `n` bytes of a recognisable pattern starting at `from`.
