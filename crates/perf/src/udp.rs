@@ -157,6 +157,9 @@ pub struct UdpOpts {
     pub rate: Option<Rate>,
     /// Test id carried in each datagram; `None` picks one from the clock and the process id.
     pub test_id: Option<u32>,
+    /// Depth of the pacer's token bucket in time at the offered rate (at least one datagram);
+    /// `None` is [`BURST`].
+    pub burst: Option<Duration>,
 }
 
 impl Default for UdpOpts {
@@ -167,6 +170,7 @@ impl Default for UdpOpts {
             datagrams: None,
             rate: None,
             test_id: None,
+            burst: None,
         }
     }
 }
@@ -196,7 +200,7 @@ pub struct UdpReport {
     pub sent: u64,
     /// Datagrams of this test that arrived: `unique + duplicated + corrupt + stale`.
     pub received: u64,
-    /// Their bytes.
+    /// Their bytes (a datagram longer than `size` counts `size`: the kernel cut it there).
     pub bytes: u64,
     /// Verified datagrams with a sequence number not seen before (including `beyond`).
     pub unique: u64,
@@ -222,7 +226,8 @@ pub struct UdpReport {
     pub kernel_drops: Option<u64>,
     /// Receive buffer the kernel granted.
     pub rcvbuf: u64,
-    /// From the first to the last datagram of the test.
+    /// From the first to the last datagram of the test (arrival times are taken once per
+    /// `recvmmsg` batch: 0 when everything came in one).
     pub seconds: f64,
     /// Unique datagrams per second over `seconds`.
     pub pps: f64,
@@ -821,7 +826,8 @@ fn send_datagrams(
     let end = opts
         .duration
         .map_or(u64::MAX, |d| start.saturating_add(d.as_nanos() as u64));
-    let mut pacer = target_pps.map(|pps| Pacer::new(pps, BURST, start));
+    let burst = opts.burst.unwrap_or(BURST);
+    let mut pacer = target_pps.map(|pps| Pacer::new(pps, burst, start));
     let mut sent = 0u64;
     let mut retries = 0u64;
     let mut now = start;
@@ -893,6 +899,7 @@ fn send_datagrams(
 /// Serves one UDP test on an accepted control connection: reads the hello itself (which must
 /// be a UDP hello), then as [`crate::serve`] does. Returns the report that was sent.
 pub fn serve_udp_test(ctl: &mut TcpStream, limits: &UdpLimits) -> Result<UdpReport, UdpRecvError> {
+    ctl.set_read_timeout(Some(limits.idle))?;
     let mut h = [0u8; proto::HELLO_LEN];
     ctl.read_exact(&mut h)?;
     match Hello::decode(&h) {

@@ -83,6 +83,7 @@ fn every_size_from_1_to_65507_is_verified() {
             datagrams: Some(400),
             rate: Some(Rate::DatagramsPerSec(4000.0)),
             test_id: Some(0x5eed_0000 + size as u32),
+            burst: None,
         };
         let out = udp_send(addr, &opts).unwrap();
         h.join().unwrap().unwrap();
@@ -105,6 +106,7 @@ fn unpaced_run_counts_consistently() {
         datagrams: None,
         rate: None,
         test_id: None,
+        burst: None,
     };
     let out = udp_send(addr, &opts).unwrap();
     h.join().unwrap().unwrap();
@@ -128,6 +130,7 @@ fn paced_run_holds_the_rate_loosely() {
         datagrams: None,
         rate: Some(Rate::BitsPerSec(40e6)),
         test_id: None,
+        burst: None,
     };
     let out = udp_send(addr, &opts).unwrap();
     h.join().unwrap().unwrap();
@@ -288,6 +291,7 @@ fn bad_sizes_and_options_are_rejected_clearly() {
             datagrams: Some(10),
             rate: Some(Rate::DatagramsPerSec(1000.0)),
             test_id: None,
+            burst: None,
         },
     )
     .unwrap();

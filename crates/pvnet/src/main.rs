@@ -739,6 +739,7 @@ fn perf(cmd: PerfCmd) -> Result<()> {
                 datagrams,
                 rate,
                 test_id: None,
+                burst: None,
             };
             let out = pvnet_perf::udp_send(resolve(&to, port)?, &opts)?;
             println!("{}", serde_json::to_string(&out)?);
