@@ -467,27 +467,26 @@ impl Tally {
     /// (`MSG_TRUNC`: it was longer than the expected size).
     pub(crate) fn datagram(&mut self, data: &[u8], truncated: bool, now: Instant) -> Verdict {
         let v = self.classify(data, truncated);
+        if v == Verdict::Foreign {
+            self.r.foreign += 1;
+            return v;
+        }
+        self.r.received += 1;
+        self.r.bytes += data.len() as u64;
+        self.first.get_or_insert(now);
+        self.last = Some(now);
         match v {
-            Verdict::Foreign => self.r.foreign += 1,
-            _ => {
-                self.r.received += 1;
-                self.r.bytes += data.len() as u64;
-                self.first.get_or_insert(now);
-                self.last = Some(now);
-                match v {
-                    Verdict::Unique { reordered } => {
-                        self.r.unique += 1;
-                        self.r.reordered += reordered as u64;
-                    }
-                    Verdict::Duplicate => self.r.duplicated += 1,
-                    Verdict::Corrupt { wrong_size } => {
-                        self.r.corrupt += 1;
-                        self.r.wrong_size += wrong_size as u64;
-                    }
-                    Verdict::Stale => self.r.stale += 1,
-                    Verdict::Foreign => unreachable!(),
-                }
+            Verdict::Unique { reordered } => {
+                self.r.unique += 1;
+                self.r.reordered += reordered as u64;
             }
+            Verdict::Duplicate => self.r.duplicated += 1,
+            Verdict::Corrupt { wrong_size } => {
+                self.r.corrupt += 1;
+                self.r.wrong_size += wrong_size as u64;
+            }
+            Verdict::Stale => self.r.stale += 1,
+            Verdict::Foreign => {} // counted above
         }
         v
     }
@@ -1437,6 +1436,53 @@ mod tests {
                                  // Below 20: 0, 1, 2, 11 unique, 9 stale => 15 lost.
         assert_eq!(r.lost, 15);
         assert_eq!(r.received, r.unique + r.duplicated + r.corrupt + r.stale);
+    }
+
+    #[test]
+    fn kernel_drops_are_read_exactly() {
+        // A receive buffer at the kernel's minimum, 50 datagrams: most are dropped.
+        use socket2::{Domain, Protocol, Socket, Type};
+        let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+        s.set_recv_buffer_size(0).unwrap();
+        s.set_nonblocking(true).unwrap();
+        setsockopt(&s, sockopt::RxqOvfl, &1).unwrap();
+        s.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        let addr = s.local_addr().unwrap().as_socket().unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(addr).unwrap();
+        let (id, size, fd) = (5u32, 1000usize, s.as_raw_fd());
+        let peer: IpAddr = "127.0.0.1".parse().unwrap();
+        let mut tally = Tally::new(id, size);
+        let mut rx = RxBatch::new(size);
+        for seq in 0..50 {
+            tx.send(&dgram(id, seq, size)).unwrap();
+        }
+        // Everything is either received or dropped once the kernel has processed it.
+        let give_up = Instant::now() + Duration::from_secs(10);
+        let drops = loop {
+            let n = rx.recv(fd).unwrap();
+            rx.count(n, peer, &mut tally);
+            let d = meminfo_drops(fd).expect("SO_MEMINFO (Linux 4.6+)");
+            if tally.r.unique + d == 50 {
+                break d;
+            }
+            assert!(Instant::now() < give_up, "{} + {d} != 50", tally.r.unique);
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert!(drops > 0 && tally.r.unique > 0, "{drops}");
+        assert_eq!(tally.ovfl, None); // queued before any drop: no SO_RXQ_OVFL message
+                                      // The next datagram carries the socket's drop count.
+        tx.send(&dgram(id, 50, size)).unwrap();
+        while tally.r.unique + drops < 51 {
+            let n = rx.recv(fd).unwrap();
+            rx.count(n, peer, &mut tally);
+            assert!(Instant::now() < give_up);
+        }
+        assert_eq!(tally.ovfl, Some(drops as u32));
+        let r = tally.report(51, meminfo_drops(fd), 0);
+        assert_eq!((r.lost, r.kernel_drops), (drops, Some(drops)));
+        assert_eq!((r.corrupt, r.duplicated, r.foreign), (0, 0, 0));
     }
 
     #[test]
