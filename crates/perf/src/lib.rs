@@ -4,7 +4,8 @@
 //! * [`proto`] — the 32-byte hello that opens every test connection.
 //! * [`stream`] — TCP_STREAM-like bulk transfer, verified byte-exact by the receiver.
 //! * [`rr`] — TCP_RR-like request/response with a bounded-memory latency histogram.
-//! * [`server`] — the receiving side of both tests.
+//! * [`udp`] — UDP_STREAM-like fixed-size datagrams, paced, each verified and counted alone.
+//! * [`server`] — the receiving side of all three tests.
 //! * [`cpu`] — `/proc/stat`, per-process CPU time, TSC; cycles per byte without hardware counters.
 
 pub mod cpu;
@@ -14,10 +15,15 @@ pub mod proto;
 pub mod rr;
 pub mod server;
 pub mod stream;
+pub mod udp;
 
 pub use cpu::{CpuDelta, CpuSample, CpuTimes};
 pub use rr::{rr_client, rr_steps, LatencyHistogram, RrOpts, RrReport, RrSession, RrSlice};
 pub use server::{bind_listener, serve, serve_on, RrSummary, ServerEvent, ServerOpts};
 pub use stream::{
     stream_send, stream_send_outcome, StreamOpts, StreamOutcome, StreamReport, StreamResult,
+};
+pub use udp::{
+    udp_send, Rate, UdpLimits, UdpOpts, UdpOutcome, UdpRecvError, UdpReport, UdpSenderStats,
+    UdpSession,
 };

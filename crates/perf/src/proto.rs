@@ -5,11 +5,11 @@
 //! | bytes  | field                                                  |
 //! |--------|--------------------------------------------------------|
 //! | 0..8   | magic `b"PVNETPF1"`                                     |
-//! | 8..12  | kind: 1 = stream, 2 = request/response                 |
-//! | 12..16 | stream: bytes per write; rr: request size              |
-//! | 16..20 | stream: 0; rr: response size                           |
-//! | 20..24 | planned duration in milliseconds (informational)       |
-//! | 24..32 | stream: byte limit, 0 = none; rr: 0                    |
+//! | 8..12  | kind: 1 = stream, 2 = request/response, 3 = UDP stream  |
+//! | 12..16 | stream: bytes per write; rr: request size; udp: datagram size |
+//! | 16..20 | stream: 0; rr: response size; udp: test id             |
+//! | 20..24 | planned duration in milliseconds (informational; udp: 0 = none) |
+//! | 24..32 | stream: byte limit, 0 = none; rr: 0; udp: datagram limit, 0 = none |
 //!
 //! Stream: after the hello the client sends pattern bytes from stream offset 0 (see
 //! [`crate::pattern`]), then shuts down its write side; the server answers with one JSON line
@@ -19,6 +19,9 @@
 //! little-endian transaction sequence number (0, 1, 2, ...), the rest pattern bytes. The server
 //! answers with `rsp_size` bytes whose first `min(8, req_size, rsp_size)` bytes echo the
 //! sequence bytes of the request, the rest pattern bytes. The client closes to end the test.
+//!
+//! UDP: the TCP connection is the test's control channel; the datagrams and the rest of the
+//! exchange (ready, stop, report) are described in [`crate::udp`].
 
 /// Magic at the start of every hello.
 pub const MAGIC: [u8; 8] = *b"PVNETPF1";
@@ -28,8 +31,12 @@ pub const HELLO_LEN: usize = 32;
 pub const KIND_STREAM: u32 = 1;
 /// Kind value of a request/response test.
 pub const KIND_RR: u32 = 2;
+/// Kind value of a UDP stream test.
+pub const KIND_UDP: u32 = 3;
 /// Largest accepted message, request or response size (16 MiB).
 pub const MAX_MSG: u32 = 16 << 20;
+/// Largest UDP payload over IPv4: 65535 (IP total length) - 20 (IP header) - 8 (UDP header).
+pub const MAX_DATAGRAM: u32 = 65507;
 
 /// A decoded hello.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +54,17 @@ pub enum Hello {
         rsp_size: u32,
         duration_ms: u32,
     },
+    /// UDP stream of fixed-size datagrams, counted and verified by the receiver.
+    Udp {
+        /// Bytes per datagram (UDP payload), 1..=[`MAX_DATAGRAM`].
+        size: u32,
+        /// Carried in every datagram of at least 12 bytes; tells this test's datagrams apart.
+        test_id: u32,
+        /// 0 = no planned duration (the test is bounded by a datagram count).
+        duration_ms: u32,
+        /// 0 = no limit.
+        max_datagrams: u64,
+    },
 }
 
 /// Why a hello was rejected.
@@ -58,6 +76,8 @@ pub enum HelloError {
     UnknownKind(u32),
     #[error("size {0} out of range 1..={MAX_MSG}")]
     BadSize(u32),
+    #[error("datagram size {0} out of range 1..={MAX_DATAGRAM}")]
+    BadDatagramSize(u32),
 }
 
 fn check_size(v: u32) -> Result<u32, HelloError> {
@@ -82,6 +102,12 @@ impl Hello {
                 rsp_size,
                 duration_ms,
             } => (KIND_RR, req_size, rsp_size, duration_ms, 0),
+            Hello::Udp {
+                size,
+                test_id,
+                duration_ms,
+                max_datagrams,
+            } => (KIND_UDP, size, test_id, duration_ms, max_datagrams),
         };
         let mut h = [0u8; HELLO_LEN];
         h[0..8].copy_from_slice(&MAGIC);
@@ -114,6 +140,18 @@ impl Hello {
                 rsp_size: check_size(u32_at(16))?,
                 duration_ms: u32_at(20),
             }),
+            KIND_UDP => {
+                let size = u32_at(12);
+                if size == 0 || size > MAX_DATAGRAM {
+                    return Err(HelloError::BadDatagramSize(size));
+                }
+                Ok(Hello::Udp {
+                    size,
+                    test_id: u32_at(16),
+                    duration_ms: u32_at(20),
+                    max_datagrams: u64::from_le_bytes(lim),
+                })
+            }
             k => Err(HelloError::UnknownKind(k)),
         }
     }
@@ -141,6 +179,12 @@ mod tests {
                 rsp_size: 1,
                 duration_ms: 500,
             },
+            Hello::Udp {
+                size: MAX_DATAGRAM,
+                test_id: 0xdead_beef,
+                duration_ms: 0,
+                max_datagrams: 12345,
+            },
         ] {
             assert_eq!(Hello::decode(&h.encode()), Ok(h));
         }
@@ -152,6 +196,17 @@ mod tests {
         .encode();
         b[16..20].copy_from_slice(&0u32.to_le_bytes());
         assert_eq!(Hello::decode(&b), Err(HelloError::BadSize(0)));
+        let mut u = Hello::Udp {
+            size: 1,
+            test_id: 7,
+            duration_ms: 0,
+            max_datagrams: 0,
+        }
+        .encode();
+        for bad in [0, MAX_DATAGRAM + 1] {
+            u[12..16].copy_from_slice(&bad.to_le_bytes());
+            assert_eq!(Hello::decode(&u), Err(HelloError::BadDatagramSize(bad)));
+        }
         b[8] = 9;
         assert_eq!(Hello::decode(&b), Err(HelloError::UnknownKind(9)));
         b[0] = b'X';

@@ -1,4 +1,4 @@
-//! The receiving side of stream and request/response tests.
+//! The receiving side of stream, request/response and UDP stream tests.
 
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -13,7 +13,7 @@ use nix::sys::socket::{
 use serde::{Deserialize, Serialize};
 
 use crate::proto::{Hello, HELLO_LEN};
-use crate::{rr, stream, StreamReport};
+use crate::{rr, stream, udp, StreamReport, UdpReport};
 
 /// A connection that sends nothing for this long is dropped.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -41,6 +41,8 @@ pub enum ServerEvent {
     Stream(StreamReport),
     /// A request/response test ended.
     Rr(RrSummary),
+    /// A UDP stream test ended; this report was also sent to the client.
+    Udp(UdpReport),
     /// A connection was rejected (bad hello) or failed; the server keeps serving
     /// unless `once` was set and the hello was valid.
     Error {
@@ -112,7 +114,7 @@ enum ConnError {
     /// Before a valid hello: not a test connection.
     Hello(anyhow::Error),
     /// After a valid hello.
-    Test(io::Error),
+    Test(anyhow::Error),
 }
 
 fn handle(sock: &mut TcpStream) -> Result<ServerEvent, ConnError> {
@@ -126,17 +128,31 @@ fn handle(sock: &mut TcpStream) -> Result<ServerEvent, ConnError> {
     match hello {
         Hello::Stream { .. } => stream::receive(sock)
             .map(ServerEvent::Stream)
-            .map_err(ConnError::Test),
+            .map_err(|e| ConnError::Test(e.into())),
         Hello::Rr {
             req_size, rsp_size, ..
         } => {
             let t = Instant::now();
-            let transactions =
-                rr::respond(sock, req_size as usize, rsp_size as usize).map_err(ConnError::Test)?;
+            let transactions = rr::respond(sock, req_size as usize, rsp_size as usize)
+                .map_err(|e| ConnError::Test(e.into()))?;
             Ok(ServerEvent::Rr(RrSummary {
                 transactions,
                 seconds: t.elapsed().as_secs_f64(),
             }))
         }
+        Hello::Udp {
+            size,
+            test_id,
+            duration_ms,
+            ..
+        } => udp::receive(
+            sock,
+            size as usize,
+            test_id,
+            duration_ms,
+            &udp::UdpLimits::default(),
+        )
+        .map(ServerEvent::Udp)
+        .map_err(|e| ConnError::Test(e.into())),
     }
 }

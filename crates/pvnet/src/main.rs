@@ -124,7 +124,7 @@ enum Cmd {
         #[arg(trailing_var_arg = true, required = true)]
         cmd: Vec<String>,
     },
-    /// The traffic tool: a TCP stream and a TCP request/response test (netperf-like).
+    /// The traffic tool: a TCP stream, a TCP request/response and a UDP stream test (netperf-like).
     Perf {
         #[command(subcommand)]
         cmd: PerfCmd,
@@ -199,7 +199,7 @@ impl LroArgs {
 
 #[derive(Subcommand)]
 enum PerfCmd {
-    /// Accept connections and serve stream and request/response tests.
+    /// Accept connections and serve stream, request/response and UDP stream tests.
     Server {
         #[arg(long, default_value = "0.0.0.0:5201")]
         bind: SocketAddr,
@@ -247,6 +247,29 @@ enum PerfCmd {
         /// only the planned total). For a bench that switches the path between slices.
         #[arg(long)]
         stepped: bool,
+    },
+    /// Fixed-size UDP datagrams, each verified by the receiver; prints the sender's counts and
+    /// the receiver's report as JSON; fails if any datagram arrived corrupt (loss is reported).
+    UdpStream {
+        to: String,
+        #[arg(long, default_value_t = 5201)]
+        port: u16,
+        /// Bytes per datagram (UDP payload), 1..=65507; one frame each below the MTU.
+        #[arg(long)]
+        size: usize,
+        /// Offered load: payload bits/s (`100M`, `1.5G`) or datagrams/s (`50kpps`); as fast as
+        /// possible if absent.
+        #[arg(long)]
+        rate: Option<pvnet_perf::Rate>,
+        /// Seconds (10 if no count is given).
+        #[arg(long, conflicts_with_all = ["datagrams", "bytes"])]
+        duration: Option<f64>,
+        /// Stop after this many datagrams.
+        #[arg(long, conflicts_with = "bytes")]
+        datagrams: Option<u64>,
+        /// Stop after this many payload bytes, rounded up to whole datagrams.
+        #[arg(long)]
+        bytes: Option<u64>,
     },
 }
 
@@ -536,6 +559,9 @@ fn perf(cmd: PerfCmd) -> Result<()> {
                     "{{\"rr_transactions\":{},\"seconds\":{}}}",
                     r.transactions, r.seconds
                 ),
+                server::ServerEvent::Udp(r) => {
+                    println!("{}", serde_json::to_string(&r).unwrap_or_default())
+                }
                 server::ServerEvent::Error { peer, message } => {
                     eprintln!("pvnet perf: {peer:?}: {message}")
                 }
@@ -619,6 +645,37 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             };
             let r = rr::rr_client(resolve(&to, port)?, &opts)?;
             println!("{}", serde_json::to_string(&r)?);
+            Ok(())
+        }
+        PerfCmd::UdpStream {
+            to,
+            port,
+            size,
+            rate,
+            duration,
+            datagrams,
+            bytes,
+        } => {
+            let datagrams = datagrams.or(bytes.map(|b| b.div_ceil(size.max(1) as u64)));
+            let duration = match (duration, datagrams) {
+                (Some(d), _) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be positive"),
+                (Some(d), _) => Some(Duration::from_secs_f64(d)),
+                (None, None) => Some(Duration::from_secs(10)),
+                (None, Some(_)) => None,
+            };
+            let opts = pvnet_perf::UdpOpts {
+                size,
+                duration,
+                datagrams,
+                rate,
+                test_id: None,
+                burst: None,
+            };
+            let out = pvnet_perf::udp_send(resolve(&to, port)?, &opts)?;
+            println!("{}", serde_json::to_string(&out)?);
+            if out.receiver.corrupt != 0 {
+                bail!("{} datagrams arrived corrupt", out.receiver.corrupt);
+            }
             Ok(())
         }
     }
