@@ -2,7 +2,7 @@
 //! its ring logic. It knows nothing of processes or event loops: the daemon, the tests and a
 //! fuzzer drive the same code.
 //!
-//! Every value read from the rings is copied out once and then validated (DESIGN.md §9). A
+//! Every value read from the rings is copied out once and then validated (docs/architecture.md, "Invariants"). A
 //! frontend that breaks the protocol makes [`Netback`] return a [`Fatal`]; from then on the
 //! vif touches neither ring again, and the owner disconnects it. Each fatal reason and each
 //! drop has its own counter in [`VifStats`].

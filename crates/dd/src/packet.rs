@@ -1,5 +1,5 @@
 //! A packet inside the driver domain: a `virtio_net_hdr` worth of offload metadata plus the
-//! frame bytes, in one buffer or chained. Seed 000 knows two chained forms of an LRO aggregate:
+//! frame bytes, in one buffer or chained. The LRO paper (Nakanjima and Oi) knows two chained forms of an LRO aggregate:
 //!
 //! - **skb-mode** ([`Chain::FragList`], Fig. 2(a)): the head is the first received frame, each
 //!   further frame stays in its own receive buffer with its data start moved past its headers.

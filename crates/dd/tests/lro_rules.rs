@@ -704,7 +704,7 @@ fn truncated_at_every_length_passes_through() {
     }
 }
 
-// ------------------------------------------------------------------ GRO parity (issue 23)
+// ------------------------------------------------------------------ GRO parity
 
 /// The extension header chains tested: each header Linux walks over alone, all three, and an
 /// order RFC 8200 does not recommend (Linux does not check the order either).

@@ -1,4 +1,4 @@
-//! Event channels as eventfd pairs (DESIGN.md section 1).
+//! Event channels as eventfd pairs (docs/architecture.md, "Xen concept → pvnet").
 //!
 //! A channel is two eventfds. End A notifies by writing the eventfd end B waits on, and the other
 //! way round, so each end has a `notify` fd and a `wait` fd. Both are non-blocking; the wait fd

@@ -2,7 +2,7 @@
 //!
 //! When an HVM vCPU executes `IN`/`OUT`, the processor leaves guest mode (a VM exit), saves the
 //! guest state into the VMCS and loads the host state; the VM entry back does the reverse
-//! (seed 002, section II.B). In pvnet the HVM guest is a process and its "exit" is a function
+//! (Zhang, Li and Guan, section II.B). In pvnet the HVM guest is a process and its "exit" is a function
 //! call, which costs almost nothing. [`ExitCost::spend`] puts the price back: it keeps the calling
 //! CPU busy for the configured number of nanoseconds (`--exit-cost-ns N`), as a real exit keeps the
 //! physical CPU busy. It spins, it never sleeps: a sleeping vCPU would hand its CPU to the device

@@ -2,7 +2,7 @@
 //!
 //! An HVM guest's port access that the "hypervisor" cannot handle itself goes to the device model
 //! (qemu-dm) as an I/O request in a page shared by the two, one slot per vCPU, announced by an
-//! event channel; the vCPU waits until the device model answers through the same slot (seed 002,
+//! event channel; the vCPU waits until the device model answers through the same slot (Zhang, Li and Guan,
 //! section III.A, steps 2–8). In pvnet the vCPU is a thread of the HVM guest process and the
 //! device model another process; both map the page.
 //!
@@ -21,9 +21,9 @@
 //! in bits 0–3, `data_is_ptr:1` bit 4, `dir:1` bit 5, `df:1` bit 6, `_pad1:1` bit 7: the x86-64
 //! SysV ABI allocates bitfields from the least significant bit), `type` u8 @31. Up to
 //! [`MAX_VCPUS`] slots fit before the device area. (This is the layout of current Xen. The
-//! Xen 3.0.4 the seed modified had 64-bit `size`/`count`, an `io_count`, and `vp_eport` in a
-//! `vcpu_iodata` wrapper next to the request; the seed put `ne_shared` in that wrapper. Here the
-//! slots keep Xen's stride and the device state goes after them.) The device area holds what the seed calls
+//! Xen 3.0.4 the NE2000 paper (Zhang, Li and Guan) modified had 64-bit `size`/`count`, an `io_count`, and `vp_eport` in a
+//! `vcpu_iodata` wrapper next to the request; the paper put `ne_shared` in that wrapper. Here the
+//! slots keep Xen's stride and the device state goes after them.) The device area holds what the paper calls
 //! `vcpu_iodata.ne_shared` (section IV.C.1): any `#[repr(C)]` struct of atomics
 //! ([`SharedPlain`]), placed with the bounds- and alignment-checked [`IoreqPage::device_state`]
 //! (a borrow) or [`DeviceState`] (a handle owning the page).

@@ -1,4 +1,4 @@
-//! pvnet-hv — the "hypervisor services" of pvnet (DESIGN.md section 1).
+//! pvnet-hv — the "hypervisor services" of pvnet (docs/architecture.md).
 //!
 //! This library plays the part Xen plays for the network I/O path: it owns each guest's
 //! pseudo-physical memory ([`mem`]), implements the v1 grant table and `GNTTABOP_copy` /
@@ -9,7 +9,7 @@
 //! ([`foreign`]), and the modelled cost of a VM exit ([`exit`]).
 //!
 //! Only [`mem`], [`grant`] and [`ioreq`] touch shared memory, and they do it exclusively through
-//! raw pointers and atomics: nothing a guest writes is trusted (DESIGN.md section 9). [`foreign`]
+//! raw pointers and atomics: nothing a guest writes is trusted (docs/architecture.md, "Invariants"). [`foreign`]
 //! is the one place a driver-domain process reaches into a guest's memory without a grant, and it
 //! does so only through [`mem`]'s bounds-checked copies.
 

@@ -8,7 +8,7 @@
 //! Contract: memory shared with another process is never referenced with `&` or `&mut`. Bytes
 //! move through `ptr::copy_nonoverlapping` on raw pointers, shared words through atomics
 //! (see [`crate::grant`]). A concurrent writer in the other process can make a copy observe a mix
-//! of old and new bytes; callers copy once, then validate (DESIGN.md section 9).
+//! of old and new bytes; callers copy once, then validate (docs/architecture.md, "Invariants").
 
 use std::io;
 use std::num::NonZeroUsize;

@@ -54,7 +54,7 @@ fn main() -> anyhow::Result<()> {
         cpu::tsc_hz() / 1_000_000
     );
 
-    // Stream: receiver pinned to CPU 0, sender to CPU 1 (as in DESIGN.md section 8).
+    // Stream: receiver pinned to CPU 0, sender to CPU 1 (as docs/architecture.md's measurement section says).
     let l = bind_listener("127.0.0.1:0".parse()?)?;
     let addr = l.local_addr()?;
     let srv = thread::spawn(move || {

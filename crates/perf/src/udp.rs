@@ -1,7 +1,7 @@
 //! UDP_STREAM-like test: fixed-size datagrams, each verifiable on its own, counted by the receiver.
 //!
 //! A workload that sizes packets: with a datagram size below the path MTU every datagram is one
-//! frame, so throughput and CPU cost can be measured per packet size (seed 003 compares page
+//! frame, so throughput and CPU cost can be measured per packet size (Santos, Janakiraman and Turner compare page
 //! flipping with copying by packet size and derives break-even sizes).
 //!
 //! # Protocol

@@ -149,7 +149,7 @@ enum Cmd {
 #[derive(clap::Args, Clone, Debug)]
 struct LroArgs {
     /// Receive aggregation at the physical port: `off`, or a flush policy: `poll` (every
-    /// poll, seed 000's LRO), `every:N` (every Nth poll, DA), `timeout:USEC`, `adaptive`.
+    /// poll, the LRO of Nakanjima and Oi), `every:N` (every Nth poll, DA), `timeout:USEC`, `adaptive`.
     #[arg(long, default_value = "off", value_parser = parse_lro)]
     lro: LroFlag,
     /// Aggregate representation: `skb` (chain of receive buffers) or `page` (fragments).

@@ -1,6 +1,6 @@
 //! The `relay` mode: the floor of this emulation.
 //!
-//! Every PV configuration crosses the same two kernel interfaces the mission prescribes: the
+//! Every PV configuration crosses the same two kernel interfaces this design is built on: the
 //! physical port's packet ring (the kernel copies each frame into it) and a TAP into the
 //! guest's namespace (the kernel copies each packet out of user memory and runs its receive
 //! path from the write). The relay keeps those two and nothing of Xen: the daemon writes what

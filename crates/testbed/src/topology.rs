@@ -79,7 +79,7 @@ pub struct TestbedConfig {
     /// RPS on the driver domain's veth end steers receive work to this CPU.
     pub rps_cpu: Option<usize>,
     /// GRO on the driver domain's veth end. Off by default: a driver domain must see the
-    /// frames as they came off the wire, and `linux` is seed 000's native baseline (GRO off);
+    /// frames as they came off the wire, and `linux` is the LRO paper's native baseline (GRO off);
     /// on for `linux-gro`, today's native anchor.
     pub gro: bool,
     /// RPS on the remote host's veth end steers its input (the ACKs, and the new data its TCP

@@ -2,7 +2,7 @@
 //! port's [`Mode`], and the header fix-ups that turn it into a GSO packet when it leaves.
 //!
 //! An aggregate of one segment is just the received frame, untouched: it leaves exactly as it
-//! came. The representation is built when the second segment merges (seed 000, Fig. 2(a) for
+//! came. The representation is built when the second segment merges (the LRO paper's Fig. 2(a) for
 //! skb-mode; page-mode keeps only headers in the head).
 
 use std::ops::Range;

@@ -1,4 +1,5 @@
-//! Receive aggregation (LRO) for the driver domain's physical port (seed 000): TCP segments of
+//! Receive aggregation (LRO) for the driver domain's physical port (F. Nakanjima and H. Oi, "Optimizations of Large Receive
+//! Offload in Xen", NCA 2009): TCP segments of
 //! one flow, received in one or more NAPI-like polls, leave as one GSO packet.
 //!
 //! # Contract
@@ -29,9 +30,9 @@
 //!   by case and lists every difference with its reason.
 //!
 //! # Flush policies
-//! - `poll`: everything leaves at the end of each poll (seed 000's LRO).
+//! - `poll`: everything leaves at the end of each poll (the paper's LRO).
 //! - `every:N`: everything leaves at the end of every N-th poll that ended with something held
-//!   (seed 000's delayed aggregation, N = 2).
+//!   (the paper's delayed aggregation, N = 2).
 //! - `timeout:USEC`: an aggregate leaves when its first segment has waited USEC (Linux
 //!   `gro_flush_timeout`).
 //! - `adaptive`: see below.
@@ -100,10 +101,10 @@ pub const MAX_SEGS: usize = 64;
 /// Adaptive policy: a flow streams when it comes back within this (µs) across polls.
 pub const STREAM_GAP_US: u32 = 50;
 
-/// Representation of an aggregate (seed 000).
+/// Representation of an aggregate (the LRO paper's skb and page modes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mode {
-    /// A list of whole receive buffers (`Chain::FragList`): the representation of the seed's
+    /// A list of whole receive buffers (`Chain::FragList`): the representation of the LRO paper's
     /// r8169 NIC, the one BO applies to, and the default everywhere (`pvnet up`, `bench`).
     #[default]
     Skb,

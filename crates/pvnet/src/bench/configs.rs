@@ -1,5 +1,5 @@
-//! The configurations `pvnet bench` knows (seed 000, Table III, plus today's native anchor and
-//! the flush policies the seed left open), and the daemon settings of each.
+//! The configurations `pvnet bench` knows (Nakanjima and Oi's Table III, plus today's native anchor and
+//! the flush policies the paper left open), and the daemon settings of each.
 
 use anyhow::{bail, Context, Result};
 use pvnet_dd::lro;
@@ -8,7 +8,7 @@ use crate::admin::{LroChange, SetRequest};
 use crate::config::{DaemonConfig, LroSettings, Mode};
 
 /// The receiving CPU (driver domain, guests, receivers) and the sending CPU (the remote
-/// host's sender), as the seeds measured: a receiving machine and a sending machine.
+/// host's sender), as the papers measured: a receiving machine and a sending machine.
 pub const RX_CPU: usize = 0;
 pub const TX_CPU: usize = 1;
 
@@ -16,7 +16,7 @@ pub const TX_CPU: usize = 1;
 pub const CONFIGS: [(&str, &str); 8] = [
     (
         "linux",
-        "native Linux, no virtualization, receiver GRO off (seed 000's baseline)",
+        "native Linux, no virtualization, receiver GRO off (the LRO paper's baseline)",
     ),
     (
         "linux-gro",

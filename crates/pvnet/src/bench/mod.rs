@@ -1,4 +1,4 @@
-//! `pvnet bench`: seed 000's evaluation (section III, Tables IV–VII) as one command and one
+//! `pvnet bench`: the evaluation of Nakanjima and Oi's LRO paper (section III, Tables IV–VII) as one command and one
 //! report. Configurations run side by side, interleaved across repetitions (A B C, A B C, ...)
 //! after a warm-up, each repetition on a fresh testbed; every figure is reported as the median
 //! with min and max, and as a ratio against `linux` and `xen` from the same run.
@@ -95,7 +95,7 @@ pub struct BenchArgs {
     /// 1.3–2× narrower than 1 s slices.
     #[arg(long)]
     pub paired_seconds: Option<f64>,
-    /// The two PV configurations of the paired comparison, BASE,OTHER. Issue 3 asks
+    /// The two PV configurations of the paired comparison, BASE,OTHER. The project asks
     /// `adaptive` to stay within 2 % of `xen`; the same configuration twice (`xen,xen`) is an
     /// A/A run that shows the method's own spread and bias.
     #[arg(long, default_value = DEFAULT_PAIRED)]
@@ -105,7 +105,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = pvnet_pnic::DEFAULT_FRAME_NR)]
     pub ring_frames: u32,
     /// Frames per poll of the physical port (NAPI budget) in the PV configurations (1 to 512),
-    /// as `pvnet up --budget`. Smaller polls aggregate less per poll, as in seed 000, where
+    /// as `pvnet up --budget`. Smaller polls aggregate less per poll, as in Nakanjima and Oi's measurements, where
     /// `lro` made 2.55 segments per aggregate.
     #[arg(long, default_value_t = crate::config::DEFAULT_BUDGET)]
     pub budget: usize,
@@ -120,7 +120,7 @@ pub enum SweepKind {
     Timeout,
 }
 
-/// The pair the paired TCP_RR comparison runs by default: issue 3 asks `adaptive` to stay
+/// The pair the paired TCP_RR comparison runs by default: the project asks `adaptive` to stay
 /// within 2 % of `xen`, a difference the between-testbed spread of TCP_RR hides.
 const DEFAULT_PAIRED: &str = "xen,adaptive";
 

@@ -2,7 +2,7 @@
 //! live (what `pvnet set` does) between slices, in rounds of alternating order (A B, B A, ...).
 //!
 //! Why: TCP_RR differs by 5–10 % between fresh testbeds of the same configuration on this
-//! machine, far more than the difference issue 3 asks about (`adaptive` within 2 % of `xen`).
+//! machine, far more than the difference the project asks about (`adaptive` within 2 % of `xen`).
 //! On one testbed that spread drops out, and on one connection so do the client's start-up and
 //! the handshake. The client (`pvnet perf rr --stepped`) runs a slice when told to and is idle
 //! while the bench switches, so no transaction straddles a switch. The rate still drifts over
@@ -26,7 +26,7 @@ use crate::admin::{self, AdminReply, AdminRequest, SetRequest};
 use crate::config::DaemonConfig;
 use pvnet_perf::RrSlice;
 
-/// Issue 3's criterion ("`adaptive` TCP_RR within 2 % of `xen`") judged on the confidence
+/// The project's criterion ("`adaptive` TCP_RR within 2 % of `xen`") judged on the confidence
 /// interval of the ratio.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -57,7 +57,7 @@ impl Verdict {
     }
 }
 
-/// Issue 3: `adaptive` TCP_RR within 2 % of `xen`.
+/// The project's goal: `adaptive` TCP_RR within 2 % of `xen`.
 pub const TOLERANCE: f64 = 0.02;
 
 /// What a paired comparison measured.

@@ -1,4 +1,4 @@
-//! The tables of the seed's evaluation (rows = metrics, columns = configurations), printed and in
+//! The tables of Nakanjima and Oi's evaluation (rows = metrics, columns = configurations), printed and in
 //! markdown, and the whole `report.md`.
 
 use std::fmt::Write as _;
@@ -121,7 +121,7 @@ fn metric_rows(cs: &[ConfigSummary], key: &str, reps: usize) -> Vec<(String, Vec
     rows
 }
 
-/// The tables, in the seed's order (Tables IV–VII), then what the seed did not report.
+/// The tables, in the paper's order (Tables IV–VII), then what the paper did not report.
 pub fn tables(cs: &[ConfigSummary], reps: usize) -> Vec<Table> {
     let specs: [(&str, &[&str]); 7] = [
         ("Table IV: stream throughput", &["throughput_mbps"]),
@@ -242,7 +242,7 @@ pub fn limit_note(cs: &[ConfigSummary], msg_size: usize) -> String {
         s.push_str(
             " A saturated sender segments and checksums every frame in software (TSO, GSO and TX \
              checksum offload are off on the remote host's veth, so frames are wire-sized); the \
-             message size does not lift that limit (on the README's machine, 1 KiB to 256 KiB sends \
+             message size does not lift that limit (on the machine of docs/sample, 1 KiB to 256 KiB sends \
              were all sender-bound natively and receiver-bound on the PV path). Where the sender is \
              the limit, throughput is a floor of what the receive path could take, and cycles per \
              byte are the fair comparison of receive cost.",
@@ -459,7 +459,7 @@ pub fn markdown(run: &Run) -> String {
         s.push_str("## Timeout sweep\n\n");
         let _ = writeln!(
             s,
-            "The `timeout:USEC` flush policy at {} µs, beside {} for reference: the trade-off between aggregation (throughput, cycles per byte) and added delay (TCP_RR) that seed 000 leaves open.\n",
+            "The `timeout:USEC` flush policy at {} µs, beside {} for reference: the trade-off between aggregation (throughput, cycles per byte) and added delay (TCP_RR) that the LRO paper leaves open.\n",
             sw.values
                 .iter()
                 .map(u32::to_string)
