@@ -1,4 +1,7 @@
-//! `pvnet`: the Xen PV network path in user space, and its benchmark.
+//! `pvnet`: the Xen PV network path in user space, and its benchmark. The command line
+//! (`up`, `down`, `set`, `stat`, `info`, `exec`, `perf`, `bench`), the driver-domain daemon
+//! (the toolstack and the event loop that drives `pvnet_dd`'s data path), and the internal
+//! entry points of the processes it starts (`daemon`, `guest-run`).
 
 mod admin;
 mod bench;
