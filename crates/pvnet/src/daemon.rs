@@ -1007,6 +1007,7 @@ impl Daemon {
             "mode": self.cfg.mode,
             "uptime_s": self.start.elapsed().as_secs_f64(),
             "daemon": self.dp.stats,
+            "stages_ns": self.dp.stage_ns(),
             "pnic": pnic,
             "bridge": self.dp.bridge_stats(),
             "settings": self.settings(),
