@@ -5,4 +5,7 @@ pub mod gate;
 pub mod lro;
 pub mod mock;
 pub mod netback;
+pub mod nf;
 pub mod packet;
+pub mod route;
+pub mod switch;
