@@ -320,13 +320,10 @@ mod tests {
         t
     }
 
+    type Field = fn(&mut RouteStats) -> &mut u64;
+
     /// Looks up one frame and checks that exactly the counters in `moved` moved, by one.
-    fn route(
-        t: &mut RouteTable,
-        ingress: PortId,
-        f: &[u8],
-        moved: &[fn(&mut RouteStats) -> &mut u64],
-    ) -> Decision {
+    fn route(t: &mut RouteTable, ingress: PortId, f: &[u8], moved: &[Field]) -> Decision {
         let mut want = t.stats();
         for m in moved {
             *m(&mut want) += 1;
@@ -339,7 +336,7 @@ mod tests {
     #[test]
     fn guest_to_guest_phys_to_guest_and_to_own() {
         let mut t = table();
-        let fwd = |s: &mut RouteStats| &mut s.forwarded;
+        let fwd: Field = |s| &mut s.forwarded;
         let f = frame(mac(11), mac(10));
         assert_eq!(route(&mut t, VIF1, &f, &[fwd]), Decision::Forward(VIF2));
         let f = frame(mac(12), REMOTE);
@@ -355,8 +352,7 @@ mod tests {
     #[test]
     fn unknown_unicast_from_inside_goes_to_the_physical_port() {
         let mut t = table();
-        let moved: [fn(&mut RouteStats) -> &mut u64; 2] =
-            [|s| &mut s.forwarded, |s| &mut s.unknown_to_physical];
+        let moved: [Field; 2] = [|s| &mut s.forwarded, |s| &mut s.unknown_to_physical];
         let f = frame(REMOTE, mac(10));
         assert_eq!(route(&mut t, VIF1, &f, &moved), Decision::Forward(PHYS));
         let f = frame(REMOTE, OWN_MAC);
@@ -390,7 +386,7 @@ mod tests {
     #[test]
     fn broadcast_and_multicast_flood_to_all_but_the_ingress() {
         let mut t = table();
-        let flood = |s: &mut RouteStats| &mut s.flooded;
+        let flood: Field = |s| &mut s.flooded;
         let groups = [
             MacAddr::BROADCAST,
             MacAddr([0x01, 0x00, 0x5e, 0, 0, 1]),
@@ -414,7 +410,7 @@ mod tests {
     #[test]
     fn spoofed_source_from_a_guest_is_dropped() {
         let mut t = table();
-        let spoof = |s: &mut RouteStats| &mut s.dropped_spoofed;
+        let spoof: Field = |s| &mut s.dropped_spoofed;
         // Another guest's MAC, the driver domain's, an unknown one, a group address.
         for src in [mac(11), OWN_MAC, REMOTE, MacAddr::BROADCAST, MacAddr::ZERO] {
             let f = frame(mac(12), src);
@@ -434,7 +430,7 @@ mod tests {
     #[test]
     fn bad_source_from_outside_or_own_is_dropped() {
         let mut t = table();
-        let bad = |s: &mut RouteStats| &mut s.dropped_bad_source;
+        let bad: Field = |s| &mut s.dropped_bad_source;
         for ingress in [PHYS, OWN] {
             for src in [
                 MacAddr::BROADCAST,
@@ -453,7 +449,7 @@ mod tests {
     #[test]
     fn frame_to_its_own_port_is_dropped() {
         let mut t = table();
-        let same = |s: &mut RouteStats| &mut s.dropped_same_port;
+        let same: Field = |s| &mut s.dropped_same_port;
         let f = frame(mac(10), mac(10));
         assert_eq!(
             route(&mut t, VIF1, &f, &[same]),
@@ -474,7 +470,7 @@ mod tests {
             route(&mut t, PortId(77), &f, &[|s| &mut s.dropped_no_port]),
             Decision::Drop(DropReason::NoSuchPort)
         );
-        let runt = |s: &mut RouteStats| &mut s.dropped_runt;
+        let runt: Field = |s| &mut s.dropped_runt;
         for n in [0, 6, 12, 13] {
             assert_eq!(
                 route(&mut t, VIF1, &f[..n], &[runt]),

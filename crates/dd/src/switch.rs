@@ -309,3 +309,320 @@ impl Switch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nf::tests::{
+        arp_frame, benchmark_frames, eth, guest_ip, guest_mac, tcp, tcp4_frame, v4, ACK, PSH,
+        REMOTE_IP, REMOTE_MAC,
+    };
+    use pvnet_wire::ethernet::ETHERTYPE_IPV4;
+    use pvnet_wire::VirtioNetHdr;
+
+    const OWN_MAC: MacAddr = MacAddr([0x02, 0x70, 0x76, 0, 0, 2]);
+    const VIF1: PortId = PortId(2);
+    const VIF2: PortId = PortId(3);
+
+    /// A switch with the physical port, the driver domain's port and guests 1 and 2 (pinned).
+    fn switch(mode: Mode) -> Switch {
+        let mut s = Switch::new(mode, BridgeConfig::default());
+        s.add_physical(PORT_PHYSICAL).unwrap();
+        s.add_own(PORT_OWN, OWN_MAC).unwrap();
+        for d in 1..=2u8 {
+            let (p, m) = (vif_port(u16::from(d)), MacAddr(guest_mac(d)));
+            s.add_vif(p, m).unwrap();
+            assert!(s.set_static(m, p));
+        }
+        s
+    }
+
+    fn pkt(frame: Vec<u8>) -> Packet {
+        Packet::linear(VirtioNetHdr::default(), frame)
+    }
+
+    #[test]
+    fn modes_parse_and_print() {
+        for m in Mode::ALL {
+            assert_eq!(m.to_string().parse::<Mode>(), Ok(m));
+        }
+        assert_eq!("bridge-nf".parse::<Mode>(), Ok(Mode::BridgeNf));
+        let e = "switch".parse::<Mode>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown switching mode `switch` (bridge, bridge-nf or route)"
+        );
+        assert_eq!(vif_port(1), VIF1);
+        assert_eq!(vif_port(u16::MAX), PortId(u16::MAX));
+    }
+
+    #[test]
+    fn every_mode_forwards_known_unicast() {
+        for mode in Mode::ALL {
+            let mut s = switch(mode);
+            assert_eq!(s.mode(), mode);
+            assert_eq!(
+                s.ports(),
+                vec![PORT_PHYSICAL, PORT_OWN, VIF1, VIF2],
+                "{mode}"
+            );
+            let to_guest = pkt(tcp4_frame(PSH | ACK));
+            assert_eq!(
+                s.input(PORT_PHYSICAL, &to_guest, 0),
+                Decision::Forward(VIF1),
+                "{mode}"
+            );
+            let st = s.stats();
+            assert_eq!(st.mode, mode);
+            assert_eq!((st.runts, st.filtered), (0, 0));
+            match mode {
+                Mode::Bridge | Mode::BridgeNf => {
+                    assert_eq!(st.bridge.unwrap().forwarded, 1);
+                    assert!(st.route.is_none());
+                }
+                Mode::Route => {
+                    assert_eq!(st.route.unwrap().forwarded, 1);
+                    assert!(st.bridge.is_none());
+                }
+            }
+            // Only bridge-nf runs the filter; it counted the frame's whole length once.
+            match st.filter {
+                Some(f) => {
+                    assert_eq!(mode, Mode::BridgeNf);
+                    assert_eq!(f.accepted, 1);
+                    let hit: Vec<_> = f.rules.iter().filter(|r| r.packets > 0).collect();
+                    assert_eq!(hit.len(), 1);
+                    assert_eq!(hit[0].bytes, to_guest.len() as u64);
+                }
+                None => assert_ne!(mode, Mode::BridgeNf),
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_unicast_floods_in_the_bridge_and_goes_out_when_routed() {
+        let from_guest = pkt(eth(
+            REMOTE_MAC,
+            guest_mac(1),
+            ETHERTYPE_IPV4,
+            &v4(guest_ip(1), REMOTE_IP, 6, &tcp(5201, 40000, ACK)),
+        ));
+        let mut out = Vec::new();
+        for mode in [Mode::Bridge, Mode::BridgeNf] {
+            let mut s = switch(mode);
+            assert_eq!(s.input(VIF1, &from_guest, 0), Decision::Flood);
+            s.flood_ports(VIF1, &from_guest, &mut out);
+            assert_eq!(out, vec![PORT_PHYSICAL, PORT_OWN, VIF2], "{mode}");
+            // Once the remote host has spoken, the bridge knows where it is.
+            let reply = pkt(tcp4_frame(ACK));
+            assert_eq!(s.input(PORT_PHYSICAL, &reply, 1), Decision::Forward(VIF1));
+            assert_eq!(
+                s.input(VIF1, &from_guest, 2),
+                Decision::Forward(PORT_PHYSICAL)
+            );
+        }
+        let mut s = switch(Mode::Route);
+        assert_eq!(
+            s.input(VIF1, &from_guest, 0),
+            Decision::Forward(PORT_PHYSICAL)
+        );
+        assert_eq!(s.stats().route.unwrap().unknown_to_physical, 1);
+    }
+
+    #[test]
+    fn broadcast_floods_everywhere_but_the_ingress_in_every_mode() {
+        let mut out = vec![PortId(99)];
+        for mode in Mode::ALL {
+            let mut s = switch(mode);
+            for (ingress, src) in [
+                (PORT_PHYSICAL, REMOTE_MAC),
+                (VIF2, guest_mac(2)),
+                (PORT_OWN, OWN_MAC.0),
+            ] {
+                let a = pkt(arp_frame(src));
+                assert_eq!(s.input(ingress, &a, 0), Decision::Flood, "{mode}");
+                s.flood_ports(ingress, &a, &mut out);
+                let want: Vec<PortId> = [PORT_PHYSICAL, PORT_OWN, VIF1, VIF2]
+                    .into_iter()
+                    .filter(|p| *p != ingress)
+                    .collect();
+                assert_eq!(out, want, "{mode} from {ingress:?}");
+            }
+            assert_eq!(s.stats().filtered, 0);
+        }
+    }
+
+    #[test]
+    fn runts_are_dropped_and_counted_in_every_mode() {
+        for mode in Mode::ALL {
+            let mut s = switch(mode);
+            for n in [0, 12, 13] {
+                let f = &tcp4_frame(ACK)[..n];
+                assert_eq!(
+                    s.input_frame(PORT_PHYSICAL, f, n, 0),
+                    Decision::Drop(DropReason::Runt)
+                );
+            }
+            let st = s.stats();
+            assert_eq!(st.runts, 3, "{mode}");
+            // Nothing reached the bridge, the table or the filter.
+            if let Some(b) = st.bridge {
+                assert_eq!(b, BridgeStats::default());
+            }
+            if let Some(r) = st.route {
+                assert_eq!(r, RouteStats::default());
+            }
+            if let Some(f) = st.filter {
+                assert_eq!(f.accepted + f.dropped, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn bridge_nf_drops_by_rule_after_learning() {
+        let rules =
+            Filter::parse("drop out vif1 proto tcp dport 22\ndrop out vif2 dst-mac broadcast\n")
+                .unwrap();
+        let mut s = Switch::bridge_nf(BridgeConfig::default(), rules);
+        s.add_physical(PORT_PHYSICAL).unwrap();
+        s.add_own(PORT_OWN, OWN_MAC).unwrap();
+        s.add_vif(VIF1, MacAddr(guest_mac(1))).unwrap();
+        s.add_vif(VIF2, MacAddr(guest_mac(2))).unwrap();
+        assert!(s.set_static(MacAddr(guest_mac(1)), VIF1));
+        let ssh = pkt(eth(
+            guest_mac(1),
+            REMOTE_MAC,
+            ETHERTYPE_IPV4,
+            &v4(REMOTE_IP, guest_ip(1), 6, &tcp(40000, 22, 0x02)),
+        ));
+        assert_eq!(
+            s.input(PORT_PHYSICAL, &ssh, 0),
+            Decision::Drop(DropReason::Filtered)
+        );
+        assert_eq!(s.stats().filtered, 1);
+        // The bridge learned the source before the filter dropped the frame (as Linux does).
+        assert_eq!(
+            s.bridge().unwrap().lookup(MacAddr(REMOTE_MAC), 0),
+            Some(PORT_PHYSICAL)
+        );
+        let f = s.filter().unwrap();
+        assert_eq!(f.rule_hits(0).unwrap().packets, 1);
+        // A flooded copy is filtered per port: vif2 gets no broadcast, the others do.
+        let a = pkt(arp_frame(REMOTE_MAC));
+        assert_eq!(s.input(PORT_PHYSICAL, &a, 0), Decision::Flood);
+        let mut out = Vec::new();
+        s.flood_ports(PORT_PHYSICAL, &a, &mut out);
+        assert_eq!(out, vec![PORT_OWN, VIF1]);
+        let st = s.stats();
+        assert_eq!(st.filtered, 2);
+        let f = st.filter.unwrap();
+        assert_eq!((f.accepted, f.dropped), (2, 2));
+        assert_eq!(f.rules[1].packets, 1);
+        // Traffic the rules let through is forwarded.
+        assert_eq!(
+            s.input(PORT_PHYSICAL, &pkt(tcp4_frame(ACK)), 0),
+            Decision::Forward(VIF1)
+        );
+        assert_eq!(s.stats().filtered, 2);
+    }
+
+    #[test]
+    fn bridge_nf_default_rules_pass_the_benchmark() {
+        let mut s = switch(Mode::BridgeNf);
+        let mut out = Vec::new();
+        for d in 1..=2u8 {
+            for (name, i, o, frame) in benchmark_frames(d) {
+                let p = pkt(frame);
+                match s.input(i, &p, 0) {
+                    Decision::Forward(to) => assert_eq!(to, o, "guest {d} {name}"),
+                    Decision::Flood => {
+                        s.flood_ports(i, &p, &mut out);
+                        assert!(out.contains(&o), "guest {d} {name}: {out:?}");
+                        assert_eq!(out.len(), 3, "guest {d} {name}: {out:?}");
+                    }
+                    other => panic!("guest {d} {name}: {other:?}"),
+                }
+            }
+        }
+        let st = s.stats();
+        assert_eq!(st.filtered, 0);
+        assert_eq!(st.filter.unwrap().dropped, 0);
+    }
+
+    #[test]
+    fn route_mode_refuses_spoofing_and_conflicts() {
+        let mut s = switch(Mode::Route);
+        let spoof = pkt(eth(REMOTE_MAC, guest_mac(2), ETHERTYPE_IPV4, &[0x45; 20]));
+        assert_eq!(
+            s.input(VIF1, &spoof, 0),
+            Decision::Drop(DropReason::Spoofed)
+        );
+        assert_eq!(s.stats().route.unwrap().dropped_spoofed, 1);
+        assert!(matches!(
+            s.add_vif(PortId(9), MacAddr(guest_mac(1))),
+            Err(RouteError::MacInUse { owner: VIF1, .. })
+        ));
+        // The routing table pins nothing: set_static checks what it holds.
+        assert!(s.set_static(MacAddr(guest_mac(1)), VIF1));
+        assert!(!s.set_static(MacAddr(guest_mac(2)), VIF1));
+        assert_eq!(s.age(u64::MAX), 0);
+        s.remove_port(VIF2);
+        assert!(!s.has_port(VIF2));
+        assert_eq!(
+            s.input(
+                PORT_PHYSICAL,
+                &pkt(eth(guest_mac(2), REMOTE_MAC, ETHERTYPE_IPV4, &[0x45; 20])),
+                0
+            ),
+            Decision::Drop(DropReason::UnknownDestination)
+        );
+    }
+
+    #[test]
+    fn bridge_mode_port_management_matches_the_bridge() {
+        let mut s = switch(Mode::Bridge);
+        // The bridge takes any port for any role; the vif's MAC is pinned by set_static.
+        assert!(s.add_vif(PortId(9), MacAddr(guest_mac(1))).is_ok());
+        assert!(!s.set_static(MacAddr::BROADCAST, VIF1));
+        s.remove_port(PortId(9));
+        assert!(!s.has_port(PortId(9)));
+        s.input(PORT_PHYSICAL, &pkt(tcp4_frame(ACK)), 0);
+        assert_eq!(s.bridge().unwrap().fdb_len(), 3);
+        assert_eq!(s.age(BridgeConfig::default().ageing_ns), 1);
+        assert!(s.route().is_none() && s.filter().is_none());
+    }
+
+    #[test]
+    fn stats_serialize_with_the_mode() {
+        let s = switch(Mode::BridgeNf);
+        let v = serde_json::to_value(s.stats()).unwrap();
+        assert_eq!(v["mode"], "bridge-nf");
+        assert!(v.get("route").is_none());
+        assert!(v["bridge"]["forwarded"].is_u64());
+        assert!(v["filter"]["rules"].as_array().unwrap().len() >= 40);
+    }
+
+    /// Prints the cost of one forwarding decision in each mode (no assertion).
+    #[test]
+    fn cost_per_frame_by_mode() {
+        let data = pkt(tcp4_frame(PSH | ACK));
+        for mode in Mode::ALL {
+            let mut s = switch(mode);
+            let n = 100_000;
+            let ns = (0..5)
+                .map(|_| {
+                    let t = std::time::Instant::now();
+                    for k in 0..n {
+                        std::hint::black_box(s.input(
+                            PORT_PHYSICAL,
+                            std::hint::black_box(&data),
+                            k,
+                        ));
+                    }
+                    t.elapsed().as_nanos() as f64 / n as f64
+                })
+                .fold(f64::INFINITY, f64::min);
+            println!("switch {mode}: {ns:.1} ns/frame (TCP data, physical port to guest 1)");
+        }
+    }
+}
