@@ -1894,6 +1894,34 @@ pub(crate) mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Frames near the benchmark's, with bytes overwritten and cut anywhere: the matcher
+        /// never panics and counts each exactly once.
+        #[test]
+        fn hostile_frames_are_decided_once(
+            base in 0usize..9,
+            edits in proptest::collection::vec((0usize..80, proptest::prelude::any::<u8>()), 0..8),
+            cut in 0usize..90,
+            in_port in 0u16..12,
+            out_port in 0u16..12,
+        ) {
+            let mut frame = benchmark_frames(1).swap_remove(base).3;
+            for (at, b) in edits {
+                if let Some(x) = frame.get_mut(at) {
+                    *x = b;
+                }
+            }
+            frame.truncate(cut);
+            let mut f = Filter::default_rules();
+            let v = f.check(PortId(in_port), PortId(out_port), &frame, frame.len());
+            let s = f.stats();
+            proptest::prop_assert_eq!(s.accepted + s.dropped, 1);
+            let ruled: u64 = s.rules.iter().map(|r| r.packets).sum();
+            proptest::prop_assert_eq!(ruled + s.policy_hits.packets, 1);
+            proptest::prop_assert_eq!(v.rule.is_none(), s.policy_hits.packets == 1);
+        }
+    }
+
     /// Prints the cost per packet of the default rule set (no assertion: speed is the bench's).
     #[test]
     fn default_rules_cost_per_packet() {

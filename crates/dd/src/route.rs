@@ -612,6 +612,36 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Any bytes from any port: no panic, and exactly one outcome counter moves by one.
+        #[test]
+        fn any_frame_moves_one_counter(
+            frame in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+            ingress in 0u16..8,
+            src_known in 0usize..6,
+        ) {
+            let mut t = table();
+            let mut frame = frame;
+            // Often use a registered source, so the later rules are reached too.
+            let srcs = [mac(10), mac(11), OWN_MAC, REMOTE, mac(12), MacAddr::BROADCAST];
+            if frame.len() >= 12 {
+                frame[6..12].copy_from_slice(&srcs[src_known].0);
+            }
+            let before = t.stats();
+            let d = t.lookup(PortId(ingress), &frame);
+            let a = t.stats();
+            let total = |s: RouteStats| {
+                s.forwarded + s.flooded + s.dropped_runt + s.dropped_no_port
+                    + s.dropped_bad_source + s.dropped_spoofed + s.dropped_same_port
+                    + s.dropped_unknown_dst
+            };
+            proptest::prop_assert_eq!(total(a), total(before) + 1);
+            if let Decision::Forward(p) = d {
+                proptest::prop_assert!(t.has_port(p) && p != PortId(ingress));
+            }
+        }
+    }
+
     #[test]
     fn error_messages_name_the_culprit() {
         let e = RouteError::MacInUse {
