@@ -36,6 +36,21 @@
 //! matches no L4 rule; an untagged frame matches no `vlan` rule. An IPv4 total length beyond the
 //! bytes given is accepted, because the caller passes only the head of a chained aggregate (its
 //! headers), with the whole packet's length for the byte counters.
+//!
+//! # Cost
+//! [`Filter::check`] allocates nothing (`tests/switch_no_alloc.rs`). Rules are compiled to
+//! masked compares and ranges over fixed fields: a rule first checks that the frame has every
+//! field it asks for (one AND of presence bits) and its ports, then tests the rest without
+//! branches. Rules are evaluated in order, so a frame accepted at the end of a long list pays
+//! for every rule before it, as with iptables; `default_rules_cost_per_packet` prints the cost.
+//!
+//! # Example
+//! ```text
+//! policy accept
+//! drop in vif1 src-mac !02:70:76:00:00:0a       # guest 1 sends with its own MAC only
+//! accept proto tcp dport 5201 dst-ip 10.77.0.0/24
+//! drop proto tcp tcp-flags syn,ack/syn          # other new connections
+//! ```
 
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
