@@ -217,10 +217,13 @@ impl Switch {
     /// Decides where `pkt`, received on `ingress`, goes (see the module doc). Only the head
     /// (which holds the headers) is read; the byte counters count the whole packet.
     pub fn input(&mut self, ingress: PortId, pkt: &Packet, now_ns: u64) -> Decision {
-        self.input_frame(ingress, &pkt.head, pkt.len(), now_ns)
+        // The length (a walk over a chain's pieces) is only needed for the filter's counters.
+        let len = if self.filter.is_some() { pkt.len() } else { 0 };
+        self.input_frame(ingress, &pkt.head, len, now_ns)
     }
 
-    /// [`Switch::input`] for a frame given as bytes that hold its headers and its total length.
+    /// [`Switch::input`] for a frame given as bytes that hold its headers and its total length
+    /// (used only by the filter's byte counters).
     pub fn input_frame(
         &mut self,
         ingress: PortId,
