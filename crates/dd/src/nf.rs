@@ -1938,6 +1938,153 @@ pub(crate) mod tests {
         }
     }
 
+    /// The parsed rule read field by field in its `Option` form: the semantics of the module
+    /// doc written out directly, to check the compiled form against.
+    fn reference(r: &Rule, m: &Meta) -> bool {
+        fn field<T: Copy>(spec: Option<M<T>>, present: bool, hit: impl FnOnce(T) -> bool) -> bool {
+            match spec {
+                None => true,
+                Some(_) if !present => false,
+                Some(s) => hit(s.v) != s.neg,
+            }
+        }
+        let has = |bit| m.has & bit != 0;
+        let net = |spec: Option<M<Net>>, addr: u128| match spec {
+            None => true,
+            Some(s) => {
+                let hit = match s.v {
+                    Net::V4 { addr: a, mask } if has(HAS_IP4) => Some(addr as u32 & mask == a),
+                    Net::V6 { addr: a, mask } if has(HAS_IP6) => Some(addr & mask == a),
+                    _ => None,
+                };
+                hit.is_some_and(|h| h != s.neg)
+            }
+        };
+        let range = |s: Span<u16>, x: u16| s.lo <= x && x <= s.hi;
+        field(r.in_port, true, |v| v == m.in_port)
+            && field(r.out_port, true, |v| v == m.out_port)
+            && field(r.src_mac, has(HAS_L2), |v| m.src_mac & v.mask == v.addr)
+            && field(r.dst_mac, has(HAS_L2), |v| m.dst_mac & v.mask == v.addr)
+            && field(r.ethertype, has(HAS_L2), |v| v == m.ethertype)
+            && field(r.vlan, has(HAS_VLAN), |v| range(v, m.vlan))
+            && net(r.src_ip, m.src_ip)
+            && net(r.dst_ip, m.dst_ip)
+            && field(r.proto, has(HAS_IP), |v| v == m.proto)
+            && field(r.sport, has(HAS_PORTS), |v| range(v, m.sport))
+            && field(r.dport, has(HAS_PORTS), |v| range(v, m.dport))
+            && field(r.tcp_flags, has(HAS_TCP), |v| {
+                m.tcp_flags & v.mask == v.value
+            })
+            && field(r.icmp_type, has(HAS_ICMP), |v| {
+                v.lo <= m.icmp_type && m.icmp_type <= v.hi
+            })
+    }
+
+    /// Values for each keyword, valid and related to the frames of [`frame_pool`].
+    const FIELD_VALUES: [(&str, &[&str]); 13] = [
+        ("in", &["phys", "dd", "vif1", "!phys", "!vif1", "7"]),
+        ("out", &["phys", "vif1", "!vif1", "!dd"]),
+        (
+            "src-mac",
+            &[
+                "02:70:76:00:00:01",
+                "!02:70:76:00:00:0a",
+                "multicast",
+                "02:70:76:00:00:00/ff:ff:ff:ff:ff:f0",
+            ],
+        ),
+        (
+            "dst-mac",
+            &[
+                "broadcast",
+                "!broadcast",
+                "02:70:76:00:00:0a",
+                "01:00:00:00:00:00/01:00:00:00:00:00",
+            ],
+        ),
+        ("ethertype", &["ipv4", "ipv6", "arp", "!ipv4", "!arp"]),
+        ("vlan", &["0-4095", "5", "!5", "6-10"]),
+        (
+            "src-ip",
+            &[
+                "10.77.0.0/24",
+                "!10.77.0.1",
+                "0.0.0.0/0",
+                "fe80::/10",
+                "!fe80::1",
+                "10.77.0.10/31",
+            ],
+        ),
+        (
+            "dst-ip",
+            &["10.77.0.10", "!10.77.0.0/30", "::/0", "fe80::2"],
+        ),
+        ("proto", &["tcp", "udp", "icmp", "icmpv6", "!tcp", "47"]),
+        ("sport", &["5201", "40000-65535", "!5201", "0-1023"]),
+        ("dport", &["5201", "5200-5202", "!5201", "67"]),
+        (
+            "tcp-flags",
+            &[
+                "syn,ack/syn",
+                "none/none",
+                "!ack/ack",
+                "fin,ack/fin,ack",
+                "all/psh,ack",
+            ],
+        ),
+        ("icmp-type", &["8", "0-7", "!0", "128-129"]),
+    ];
+
+    /// Frames for the reference test: the benchmark's, tagged, IPv6, and cut versions.
+    fn frame_pool() -> Vec<Vec<u8>> {
+        let mut pool: Vec<Vec<u8>> = benchmark_frames(1).into_iter().map(|f| f.3).collect();
+        pool.push(tagged(5, &tcp4_frame(ACK)));
+        pool.push(tagged(7, &arp_frame(REMOTE_MAC)));
+        pool.push(tcp6_frame());
+        pool.push(eth(
+            guest_mac(1),
+            REMOTE_MAC,
+            ETHERTYPE_IPV6,
+            &v6(ll(1), ll(2), PROTO_ICMPV6, &icmp(128)),
+        ));
+        pool.push(eth(
+            REMOTE_MAC,
+            guest_mac(1),
+            ETHERTYPE_IPV4,
+            &v4(guest_ip(1), REMOTE_IP, PROTO_UDP, &udp(68, 67)),
+        ));
+        pool
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Random rules over random frames: the compiled matcher agrees with the reference.
+        #[test]
+        fn compiled_rules_agree_with_the_reference(
+            picks in proptest::collection::vec(proptest::option::weighted(0.15, 0usize..6), 13),
+            frame in 0usize..14,
+            cut in 0usize..160,
+            in_port in 0u16..4,
+            out_port in 0u16..4,
+        ) {
+            let mut text = String::new();
+            for ((key, values), pick) in FIELD_VALUES.iter().zip(&picks) {
+                if let Some(i) = pick {
+                    text += &format!(" {key} {}", values[i % values.len()]);
+                }
+            }
+            // Contradictory combinations are refused at parse time; nothing to compare.
+            let Ok(spec) = parse_rule(Action::Accept, text.split_whitespace()) else {
+                return Ok(());
+            };
+            let mut f = frame_pool().swap_remove(frame);
+            f.truncate(cut);
+            let meta = Meta::parse(PortId(in_port), PortId(out_port), &f);
+            proptest::prop_assert_eq!(spec.compile().matches(&meta), reference(&spec, &meta), "rule:{}", text);
+        }
+    }
+
     /// Prints the cost per packet of the default rule set (no assertion: speed is the bench's).
     #[test]
     fn default_rules_cost_per_packet() {
