@@ -14,9 +14,10 @@
 //!   those the filter accepts for that copy (Linux runs the hook once per flooded clone); each
 //!   refused copy counts in `filtered`.
 //! - Ports follow the daemon's numbering: [`PORT_PHYSICAL`], [`PORT_OWN`], [`vif_port`].
-//!   The bridge takes any port; the routing table needs to know each port's role and a vif's
-//!   MAC up front, so ports are added by role ([`Switch::add_physical`], [`Switch::add_own`],
-//!   [`Switch::add_vif`]).
+//!   The bridge takes any port; the routing table needs each port's role and a vif's MAC, so
+//!   ports are added by role ([`Switch::add_physical`], [`Switch::add_own`],
+//!   [`Switch::add_vif`]), or a vif by number first ([`Switch::add_port`]) and by MAC when its
+//!   frontend connects ([`Switch::set_static`], which pins the MAC in the bridge).
 
 use std::fmt;
 use std::str::FromStr;
@@ -180,12 +181,28 @@ impl Switch {
         }
     }
 
-    /// Pins `mac` to `port` (the bridge's static entry). The routing table has no entry to add:
-    /// it answers whether `mac` is what it already holds for vif `port`.
+    /// Attaches a port by number only, as the bridge does (`Bridge::add_port`). The routing
+    /// table needs a role and a MAC, so it takes nothing here: a vif attached this way is
+    /// routed once [`Switch::set_static`] gives its MAC (until then frames from it are
+    /// `NoSuchPort` and none go to it, as frames for a vif without a frontend are lost in the
+    /// bridge too).
+    pub fn add_port(&mut self, port: PortId) {
+        if let Core::Bridge(b) = &mut self.core {
+            b.add_port(port);
+        }
+    }
+
+    /// Pins `mac` to vif `port` (the bridge's static entry; false when the port is not
+    /// attached or the MAC not unicast). The routing table registers the vif if it has not
+    /// already ([`Switch::add_vif`]); false when that is refused, or when the port is already a
+    /// vif with another MAC.
     pub fn set_static(&mut self, mac: MacAddr, port: PortId) -> bool {
         match &mut self.core {
             Core::Bridge(b) => b.set_static(mac, port),
-            Core::Route(r) => r.vif_mac(port) == Some(mac),
+            Core::Route(r) => match r.vif_mac(port) {
+                Some(m) => m == mac,
+                None => r.add_vif(port, mac).is_ok(),
+            },
         }
     }
 
@@ -565,9 +582,22 @@ mod tests {
             s.add_vif(PortId(9), MacAddr(guest_mac(1))),
             Err(RouteError::MacInUse { owner: VIF1, .. })
         ));
-        // The routing table pins nothing: set_static checks what it holds.
+        // set_static on a registered vif checks what the table holds.
         assert!(s.set_static(MacAddr(guest_mac(1)), VIF1));
         assert!(!s.set_static(MacAddr(guest_mac(2)), VIF1));
+        // A port attached by number only is not routed until set_static gives its MAC.
+        let vif3 = vif_port(3);
+        s.add_port(vif3);
+        assert!(!s.has_port(vif3));
+        let to3 = pkt(eth(guest_mac(3), REMOTE_MAC, ETHERTYPE_IPV4, &[0x45; 20]));
+        assert_eq!(
+            s.input(PORT_PHYSICAL, &to3, 0),
+            Decision::Drop(DropReason::UnknownDestination)
+        );
+        assert!(!s.set_static(MacAddr(guest_mac(1)), vif3), "guest 1's MAC");
+        assert!(!s.set_static(MacAddr::BROADCAST, vif3));
+        assert!(s.set_static(MacAddr(guest_mac(3)), vif3));
+        assert_eq!(s.input(PORT_PHYSICAL, &to3, 0), Decision::Forward(vif3));
         assert_eq!(s.age(u64::MAX), 0);
         s.remove_port(VIF2);
         assert!(!s.has_port(VIF2));
@@ -586,6 +616,14 @@ mod tests {
         let mut s = switch(Mode::Bridge);
         // The bridge takes any port for any role; the vif's MAC is pinned by set_static.
         assert!(s.add_vif(PortId(9), MacAddr(guest_mac(1))).is_ok());
+        s.add_port(PortId(10));
+        assert!(s.has_port(PortId(10)));
+        assert!(s.set_static(MacAddr(guest_mac(5)), PortId(10)));
+        assert_eq!(
+            s.bridge().unwrap().lookup(MacAddr(guest_mac(5)), 0),
+            Some(PortId(10))
+        );
+        s.remove_port(PortId(10));
         assert!(!s.set_static(MacAddr::BROADCAST, VIF1));
         s.remove_port(PortId(9));
         assert!(!s.has_port(PortId(9)));
