@@ -65,6 +65,17 @@ pub enum DropReason {
     SamePort,
     /// The ingress port is not attached.
     NoSuchPort,
+    // The bridge itself never returns the reasons below; they let the alternatives of
+    // `crate::switch` (netback routing, the filter pass) share this type.
+    /// Shorter than an Ethernet header (`crate::switch`, `crate::route`).
+    Runt,
+    /// A guest sent with a source MAC other than its vif's (`crate::route`).
+    Spoofed,
+    /// Unicast from the physical port to a MAC that is neither a vif's nor the driver domain's
+    /// (`crate::route`), or unknown unicast with no physical port to send it to.
+    UnknownDestination,
+    /// Dropped by a rule (or the default policy) of the filter pass (`crate::nf`).
+    Filtered,
 }
 
 /// Counters, one per event; drops have one per [`DropReason`].
