@@ -331,8 +331,18 @@ fn run(cli: Cli) -> Result<()> {
                 vec![rundir::pick_run(id.as_deref())?]
             };
             for id in ids {
-                down(&id)?;
-                println!("pvnet: run {id} is down");
+                let r = down_ending(&id)?;
+                for l in r.lines() {
+                    println!("pvnet: {l}");
+                }
+                let n = r.ended.len();
+                match n {
+                    0 => println!("pvnet: run {id} is down"),
+                    _ => println!(
+                        "pvnet: run {id} is down (ended {n} process{} of its domains)",
+                        if n == 1 { "" } else { "es" }
+                    ),
+                }
             }
             Ok(())
         }
@@ -398,6 +408,17 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Exec { id, role, cmd } => {
             need_root("exec")?;
             let id = rundir::pick_run(id.as_deref())?;
+            // A process started into a run that is going or gone would hold a namespace that
+            // no `down` can name any more.
+            let info = rundir::read_info(&id).map_err(|_| {
+                anyhow!("run {id} is not up (no daemon has reported ready); `pvnet down --id {id}` removes what is left")
+            })?;
+            if !rundir::pid_alive(info.pid) {
+                bail!(
+                    "run {id} is not up: its daemon (pid {}) is gone; `pvnet down --id {id}` removes what is left",
+                    info.pid
+                );
+            }
             let ns = pvnet_testbed::Netns::open(&format!("pvnet-{id}-{role}"))
                 .with_context(|| format!("no namespace for role {role} in run {id}"))?;
             let err = ns.command(&cmd[0]).args(&cmd[1..]).exec();
@@ -497,9 +518,35 @@ pub fn start_daemon(cfg: &DaemonConfig, detach: bool) -> Result<rundir::RunInfo>
     }
 }
 
-/// Asks a run's daemon to stop and waits until it is gone; cleans up after a dead one.
+/// [`down_ending`], saying on stderr what it ended (for `bench`, whose own tools are gone by
+/// then: a line here is a process that outlived them).
 pub fn down(id: &str) -> Result<()> {
+    for l in down_ending(id)?.lines() {
+        eprintln!("pvnet: {id}: {l}");
+    }
+    Ok(())
+}
+
+/// Ends every process in the run's namespaces, asks its daemon to stop and waits until it is
+/// gone, and cleans up after a dead one. Returns what it ended.
+///
+/// What the user started in the run's domains goes first (SIGTERM, a grace period, SIGKILL),
+/// sparing the daemon and its children, the guests it stops itself. After the daemon, whatever
+/// is still in the run's namespaces (a crashed daemon's guests, a late `exec`) is ended before
+/// the names go. Processes are found by namespace (see `pvnet_testbed::procs`), never by name;
+/// this process and its ancestors are never signalled.
+fn down_ending(id: &str) -> Result<pvnet_testbed::procs::EndReport> {
+    use pvnet_testbed::procs::DEFAULT_GRACE;
     let pid = rundir::read_info(id).map(|i| i.pid).unwrap_or(0);
+    let mut report = if rundir::pid_alive(pid) {
+        let mut r =
+            pvnet_testbed::end_run_processes(id, DEFAULT_GRACE, |p| p.pid == pid || p.ppid == pid)?;
+        // The daemon and its guests: not news.
+        r.spared.clear();
+        r
+    } else {
+        Default::default()
+    };
     if daemon::admin_call(id, &AdminRequest::Down).is_ok() {
         let deadline = Instant::now() + Duration::from_secs(15);
         while rundir::pid_alive(pid) && Instant::now() < deadline {
@@ -514,9 +561,10 @@ pub fn down(id: &str) -> Result<()> {
         std::thread::sleep(Duration::from_millis(100));
     }
     // Whatever a crashed daemon left behind.
-    pvnet_testbed::cleanup_run(id)?;
+    let t = pvnet_testbed::teardown_run(id, DEFAULT_GRACE, |_| false)?;
+    report.merge(t.processes);
     let _ = std::fs::remove_dir_all(rundir::run_dir(id));
-    Ok(())
+    Ok(report)
 }
 
 fn print_info(i: &rundir::RunInfo) {

@@ -26,4 +26,6 @@ pub type Result<T> = anyhow::Result<T>;
 pub use netns::{list_netns, Netns};
 pub use runid::RunId;
 pub use tap::Tap;
-pub use topology::{cleanup_run, teardown_run, RunTeardown, Testbed, TestbedConfig};
+pub use topology::{
+    cleanup_run, end_run_processes, teardown_run, RunTeardown, Testbed, TestbedConfig,
+};

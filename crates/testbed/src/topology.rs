@@ -350,18 +350,7 @@ pub fn teardown_run(
     spare: impl Fn(&NsProcess) -> bool,
 ) -> Result<RunTeardown> {
     let id = RunId::parse(id)?;
-    let prefix = format!("pvnet-{}-", id.as_str());
-    let names: Vec<String> = list_netns()
-        .into_iter()
-        .filter(|n| n.starts_with(&prefix))
-        .collect();
-    // A name whose bind mount is gone (a half-made namespace) is only a file: it is removed
-    // below, and has no process to end.
-    let held: Vec<Netns> = names.iter().filter_map(|n| Netns::open(n).ok()).collect();
-    let inodes: Vec<(u64, String)> = held
-        .iter()
-        .filter_map(|ns| Some((procs::netns_inode(ns.fd()).ok()?, ns.name().to_string())))
-        .collect();
+    let (names, held, inodes) = run_namespaces(&id);
     let mut first_err = None;
     let mut out = RunTeardown::default();
     match procs::end_processes_in(&inodes, grace, &spare) {
@@ -398,6 +387,38 @@ pub fn teardown_run(
         None => Ok(out),
         Some(e) => Err(e),
     }
+}
+
+/// The names `/run/netns/pvnet-{id}-*`, the namespaces among them opened (held), and those
+/// as [`procs::end_processes_in`] takes them. A name whose bind mount is gone (a half-made
+/// namespace) is only a file: it has no process to end.
+fn run_namespaces(id: &RunId) -> (Vec<String>, Vec<Netns>, Vec<(u64, String)>) {
+    let prefix = format!("pvnet-{}-", id.as_str());
+    let names: Vec<String> = list_netns()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    let held: Vec<Netns> = names.iter().filter_map(|n| Netns::open(n).ok()).collect();
+    let inodes = held
+        .iter()
+        .filter_map(|ns| Some((procs::netns_inode(ns.fd()).ok()?, ns.name().to_string())))
+        .collect();
+    (names, held, inodes)
+}
+
+/// Ends every process in the namespaces `/run/netns/pvnet-{id}-*` like [`teardown_run`], but
+/// leaves the names: for a caller that stops the run's own processes (`spare`) another way
+/// afterwards.
+pub fn end_run_processes(
+    id: &str,
+    grace: std::time::Duration,
+    spare: impl Fn(&NsProcess) -> bool,
+) -> Result<EndReport> {
+    let id = RunId::parse(id)?;
+    let (_names, held, inodes) = run_namespaces(&id);
+    let r = procs::end_processes_in(&inodes, grace, spare);
+    drop(held);
+    r
 }
 
 /// [`teardown_run`] sparing nothing but this process and its ancestors, with the default grace
