@@ -537,17 +537,24 @@ pub fn down(id: &str) -> Result<()> {
 /// this process and its ancestors are never signalled.
 fn down_ending(id: &str) -> Result<pvnet_testbed::procs::EndReport> {
     use pvnet_testbed::procs::DEFAULT_GRACE;
-    let pid = rundir::read_info(id).map(|i| i.pid).unwrap_or(0);
+    let info = rundir::read_info(id).ok();
+    let pid = info.as_ref().map(|i| i.pid).unwrap_or(0);
     let mut report = if rundir::pid_alive(pid) {
         let mut r =
             pvnet_testbed::end_run_processes(id, DEFAULT_GRACE, |p| p.pid == pid || p.ppid == pid)?;
-        // The daemon and its guests: not news.
-        r.spared.clear();
+        // The daemon and its guests are not news; our own ancestors (a shell in a guest that
+        // runs `pvnet down`) are.
+        let ours = pvnet_testbed::procs::ancestors();
+        r.spared.retain(|p| ours.contains(&p.pid));
         r
     } else {
         Default::default()
     };
-    if daemon::admin_call(id, &AdminRequest::Down).is_ok() {
+    // The daemon's own teardown would end our ancestors in the run: then it is stopped without
+    // one (SIGKILL below; its guests die with it), and what is left is removed below, sparing
+    // them.
+    let polite = report.spared.is_empty();
+    if polite && daemon::admin_call(id, &AdminRequest::Down).is_ok() {
         let deadline = Instant::now() + Duration::from_secs(15);
         while rundir::pid_alive(pid) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
@@ -558,7 +565,15 @@ fn down_ending(id: &str) -> Result<pvnet_testbed::procs::EndReport> {
             nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGKILL,
         );
-        std::thread::sleep(Duration::from_millis(100));
+        // It, and the guests that die with it, are gone before the sweep below, which would
+        // otherwise report them as ended.
+        let guests = info.map(|i| i.guest_pids).unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while (rundir::pid_alive(pid) || guests.iter().any(|&g| rundir::pid_alive(g)))
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
     // Whatever a crashed daemon left behind.
     let t = pvnet_testbed::teardown_run(id, DEFAULT_GRACE, |_| false)?;

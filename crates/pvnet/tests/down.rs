@@ -344,3 +344,44 @@ fn exec_refuses_a_run_whose_daemon_is_gone_and_down_ends_what_it_left() {
     assert_eq!(ended_pids(&out), want, "down said:\n{out}");
     check_all_ended(&id, &ns, s, &mut outside);
 }
+
+#[test]
+fn down_run_from_a_shell_inside_the_run_leaves_that_shell() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("down_run_from_a_shell_inside_the_run_leaves_that_shell") {
+        return;
+    }
+    let id = unique_id();
+    let _d = Down(id.clone());
+    ok(&["up", "--id", &id, "--guests", "1"]);
+    let ns = inodes(&id, &["g0"]);
+    let mut outside = Kid(Command::new(SLEEP[0]).arg(SLEEP[1]).spawn().unwrap());
+    let mut sleeper = exec_in(&id, "g0", ns[0].1, &SLEEP, Stdio::null());
+    // A shell in the guest runs `pvnet down`: it is down's parent, never to be signalled,
+    // by down or by the daemon.
+    let script = format!("echo shell $$; {} down --id {id}; echo status $?", exe());
+    let o = Command::new(exe())
+        .args(["exec", "--id", &id, "g0", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "the shell did not finish: {o:?}");
+    assert!(out.contains("status 0"), "{out}\n{err}");
+    let shell: i32 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("shell "))
+        .and_then(|p| p.trim().parse().ok())
+        .expect("the shell's pid");
+    assert!(
+        out.contains(&format!("left pid {shell} (sh) in pvnet-{id}-g0")),
+        "{out}\n{err}"
+    );
+    assert_eq!(ended_pids(&out), BTreeSet::from([sleeper.pid()]), "{out}");
+    assert_eq!(sleeper.0.wait().unwrap().signal(), Some(libc::SIGTERM));
+    // The shell has exited since: nothing holds the guest's namespace any more.
+    let left = holders(&[ns[0].1]);
+    assert!(left.is_empty(), "{left:?}");
+    assert!(namespaces_of(&id).is_empty(), "{:?}", namespaces_of(&id));
+    assert!(matches!(outside.0.try_wait(), Ok(None)));
+}
