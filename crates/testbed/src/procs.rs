@@ -127,7 +127,7 @@ impl EndReport {
         let mut v: Vec<String> = self.ended.iter().map(|e| format!("ended {e}")).collect();
         v.extend(self.spared.iter().map(|p| {
             format!(
-                "left pid {} ({}) in {}: it is this process or one of its ancestors, or spared",
+                "left pid {} ({}) in {}, not signalled (this process, an ancestor, or spared)",
                 p.pid, p.comm, p.netns
             )
         }));
