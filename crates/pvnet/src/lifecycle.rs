@@ -60,10 +60,43 @@ pub fn start_daemon(cfg: &DaemonConfig, detach: bool) -> Result<rundir::RunInfo>
     }
 }
 
-/// Asks a run's daemon to stop and waits until it is gone; cleans up after a dead one.
+/// [`down_ending`], saying on stderr what it ended (for `bench`, whose own tools are gone by
+/// then: a line here is a process that outlived them).
 pub fn down(id: &str) -> Result<()> {
-    let pid = rundir::read_info(id).map(|i| i.pid).unwrap_or(0);
-    if admin::call(id, &AdminRequest::Down).is_ok() {
+    for l in down_ending(id)?.lines() {
+        eprintln!("pvnet: {id}: {l}");
+    }
+    Ok(())
+}
+
+/// Ends every process in the run's namespaces, asks its daemon to stop and waits until it is
+/// gone, and cleans up after a dead one. Returns what it ended.
+///
+/// What the user started in the run's domains goes first (SIGTERM, a grace period, SIGKILL),
+/// sparing the daemon and its children, the guests it stops itself. After the daemon, whatever
+/// is still in the run's namespaces (a crashed daemon's guests, a late `exec`) is ended before
+/// the names go. Processes are found by namespace (see `pvnet_testbed::procs`), never by name;
+/// this process and its ancestors are never signalled.
+pub fn down_ending(id: &str) -> Result<pvnet_testbed::procs::EndReport> {
+    use pvnet_testbed::procs::DEFAULT_GRACE;
+    let info = rundir::read_info(id).ok();
+    let pid = info.as_ref().map(|i| i.pid).unwrap_or(0);
+    let mut report = if rundir::pid_alive(pid) {
+        let mut r =
+            pvnet_testbed::end_run_processes(id, DEFAULT_GRACE, |p| p.pid == pid || p.ppid == pid)?;
+        // The daemon and its guests are not news; our own ancestors (a shell in a guest that
+        // runs `pvnet down`) are.
+        let ours = pvnet_testbed::procs::ancestors();
+        r.spared.retain(|p| ours.contains(&p.pid));
+        r
+    } else {
+        Default::default()
+    };
+    // The daemon's own teardown would end our ancestors in the run: then it is stopped without
+    // one (SIGKILL below; its guests die with it), and what is left is removed below, sparing
+    // them.
+    let polite = report.spared.is_empty();
+    if polite && admin::call(id, &AdminRequest::Down).is_ok() {
         let deadline = Instant::now() + Duration::from_secs(15);
         while rundir::pid_alive(pid) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
@@ -74,10 +107,19 @@ pub fn down(id: &str) -> Result<()> {
             nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGKILL,
         );
-        std::thread::sleep(Duration::from_millis(100));
+        // It, and the guests that die with it, are gone before the sweep below, which would
+        // otherwise report them as ended.
+        let guests = info.map(|i| i.guest_pids).unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while (rundir::pid_alive(pid) || guests.iter().any(|&g| rundir::pid_alive(g)))
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
     // Whatever a crashed daemon left behind.
-    pvnet_testbed::cleanup_run(id)?;
+    let t = pvnet_testbed::teardown_run(id, DEFAULT_GRACE, |_| false)?;
+    report.merge(t.processes);
     let _ = std::fs::remove_dir_all(rundir::run_dir(id));
-    Ok(())
+    Ok(report)
 }

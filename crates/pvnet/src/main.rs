@@ -369,8 +369,18 @@ fn run(cli: Cli) -> Result<()> {
                 vec![rundir::pick_run(id.as_deref())?]
             };
             for id in ids {
-                lifecycle::down(&id)?;
-                println!("pvnet: run {id} is down");
+                let r = lifecycle::down_ending(&id)?;
+                for l in r.lines() {
+                    println!("pvnet: {l}");
+                }
+                let n = r.ended.len();
+                match n {
+                    0 => println!("pvnet: run {id} is down"),
+                    _ => println!(
+                        "pvnet: run {id} is down (ended {n} process{} of its domains)",
+                        if n == 1 { "" } else { "es" }
+                    ),
+                }
             }
             Ok(())
         }
@@ -425,6 +435,17 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Exec { id, role, cmd } => {
             need_root("exec")?;
             let id = rundir::pick_run(id.as_deref())?;
+            // A process started into a run that is going or gone would hold a namespace that
+            // no `down` can name any more.
+            let info = rundir::read_info(&id).map_err(|_| {
+                anyhow!("run {id} is not up (no daemon has reported ready); `pvnet down --id {id}` removes what is left")
+            })?;
+            if !rundir::pid_alive(info.pid) {
+                bail!(
+                    "run {id} is not up: its daemon (pid {}) is gone; `pvnet down --id {id}` removes what is left",
+                    info.pid
+                );
+            }
             let ns = pvnet_testbed::Netns::open(&format!("pvnet-{id}-{role}"))
                 .with_context(|| format!("no namespace for role {role} in run {id}"))?;
             let err = ns.command(&cmd[0]).args(&cmd[1..]).exec();

@@ -83,17 +83,52 @@ pub fn pick_run(id: Option<&str>) -> Result<String> {
 }
 
 /// Whether a process is alive. A zombie (exited, not yet reaped by its parent, e.g. a daemon
-/// that `bench` started) counts as gone.
+/// that `bench` started) counts as gone, and so does a process that is exiting (PF_EXITING: a
+/// killed daemon can spend a while in uninterruptible sleep releasing what it held, after it
+/// has left its namespaces).
 pub fn pid_alive(pid: i32) -> bool {
     if pid <= 0 || nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err() {
         return false;
     }
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the parenthesized command name, which may itself hold spaces.
-        Ok(s) => s
-            .rsplit_once(") ")
-            .map(|(_, rest)| !rest.starts_with('Z'))
-            .unwrap_or(true),
+        Ok(s) => running(&s),
         Err(_) => false,
+    }
+}
+
+/// `PF_EXITING` in the flags of `/proc/PID/stat` (Linux `include/linux/sched.h`).
+const PF_EXITING: u64 = 0x4;
+
+/// Whether the text of `/proc/PID/stat` shows a process that is neither a zombie nor exiting.
+fn running(stat: &str) -> bool {
+    // The state follows the parenthesized command name, which may itself hold spaces; the
+    // flags are the seventh field after it (proc(5)).
+    let Some((_, rest)) = stat.rsplit_once(") ") else {
+        return true;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let zombie = f
+        .first()
+        .is_some_and(|s| s.starts_with('Z') || s.starts_with('X'));
+    let exiting = f
+        .get(6)
+        .and_then(|x| x.parse::<u64>().ok())
+        .is_some_and(|x| x & PF_EXITING != 0);
+    !zombie && !exiting
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zombies_and_exiting_processes_are_not_running() {
+        // Seen on a daemon just killed: in uninterruptible sleep, PF_EXITING set (0x40050c).
+        let dying = "8421 (pvnet) D 1 8421 8421 0 -1 4195596 763 0 0 0 0 1 0";
+        assert!(!running(dying));
+        assert!(!running("8421 (pvnet) Z 1 8421 8421 0 -1 4194316 763 0 0"));
+        assert!(running("8421 (a) b) S 1 8421 8421 0 -1 4194560 763 0 0"));
+        assert!(pid_alive(std::process::id() as i32));
+        assert!(!pid_alive(0));
     }
 }

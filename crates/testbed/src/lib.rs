@@ -2,8 +2,9 @@
 //!
 //! Network namespaces (`netns`), links and addresses over rtnetlink (`link`), offload
 //! switches over the legacy ethtool ioctl (`ethtool`), TAP devices (`tap`), sysfs and sysctl
-//! access inside a namespace (`sys`), CPU pinning (`cpu`) and the standard pvnet testbed
-//! (`topology`): a remote host, a driver domain and guests, each in a namespace of its own.
+//! access inside a namespace (`sys`), CPU pinning (`cpu`), ending the processes that run in a
+//! namespace (`procs`) and the standard pvnet testbed (`topology`): a remote host, a driver
+//! domain and guests, each in a namespace of its own.
 //!
 //! Nothing here shells out to `ip`, `ethtool` or any other tool. Every function that touches
 //! the network acts in the network namespace of the calling thread unless it takes a
@@ -13,6 +14,7 @@ pub mod cpu;
 pub mod ethtool;
 pub mod link;
 pub mod netns;
+pub mod procs;
 pub mod runid;
 pub mod sys;
 pub mod tap;
@@ -24,4 +26,6 @@ pub type Result<T> = anyhow::Result<T>;
 pub use netns::{list_netns, Netns};
 pub use runid::RunId;
 pub use tap::Tap;
-pub use topology::{cleanup_run, Testbed, TestbedConfig};
+pub use topology::{
+    cleanup_run, end_run_processes, teardown_run, RunTeardown, Testbed, TestbedConfig,
+};

@@ -8,6 +8,7 @@ use anyhow::{bail, Context};
 use crate::ethtool::{self, Feature};
 use crate::link;
 use crate::netns::{self, list_netns, Netns};
+use crate::procs::{self, EndReport, NsProcess};
 use crate::runid::RunId;
 use crate::sys;
 use crate::Result;
@@ -101,9 +102,10 @@ impl Default for TestbedConfig {
     }
 }
 
-/// A running testbed. [`Testbed::teardown`] (also run on drop) removes the namespace names;
-/// the namespaces and the veth pair vanish once nothing refers to them any more (the `Netns`
-/// fds held here are closed when the `Testbed` is dropped).
+/// A running testbed. [`Testbed::teardown`] (also run on drop) ends every process in its
+/// namespaces (see [`procs`]) and removes the namespace names; the namespaces and the veth pair
+/// vanish once nothing refers to them any more (the `Netns` fds held here are closed when the
+/// `Testbed` is dropped).
 #[derive(Debug)]
 pub struct Testbed {
     /// The run id.
@@ -262,16 +264,48 @@ impl Testbed {
             .chain(self.guests.iter())
     }
 
-    /// Removes every namespace name of this testbed. Idempotent; also run on drop.
+    /// The namespaces of this testbed as [`procs::end_processes_in`] takes them.
+    fn inodes(&self) -> Vec<(u64, String)> {
+        self.namespaces()
+            .filter_map(|ns| Some((procs::netns_inode(ns.fd()).ok()?, ns.name().to_string())))
+            .collect()
+    }
+
+    /// Ends every process in this testbed's namespaces (SIGTERM, `grace`, SIGKILL), except
+    /// this process and its ancestors. The `Netns` fds held here keep each namespace, and so
+    /// its inode, alive meanwhile.
+    pub fn end_processes(&self, grace: std::time::Duration) -> Result<EndReport> {
+        procs::end_processes_in(&self.inodes(), grace, |_| false)
+    }
+
+    /// Ends every process in the namespaces (saying so on stderr, one line each), then removes
+    /// every namespace name of this testbed. Idempotent; also run on drop.
     pub fn teardown(&mut self) -> Result<()> {
         if self.torn_down {
             return Ok(());
         }
         let mut first_err = None;
+        let mut report = EndReport::default();
+        match self.end_processes(procs::DEFAULT_GRACE) {
+            Ok(r) => report = r,
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
         for ns in self.namespaces() {
             if let Err(e) = ns.delete() {
                 first_err.get_or_insert(e);
             }
+        }
+        // Whoever entered through an fd opened before the names went.
+        match self.end_processes(procs::DEFAULT_GRACE) {
+            Ok(r) => report.merge(r),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+        for l in report.lines() {
+            eprintln!("pvnet: {}: {l}", self.id.as_str());
         }
         // Belt and braces: anything else named for this run (from a crash, say).
         if let Err(e) = cleanup_run(self.id.as_str()) {
@@ -293,29 +327,109 @@ impl Drop for Testbed {
     }
 }
 
-/// Deletes every namespace `/run/netns/pvnet-{id}-*`, and the run's veth ends if they are
-/// still in the calling thread's namespace (a crash between creating and moving them).
-/// Returns what it removed (namespace names, then link names).
-pub fn cleanup_run(id: &str) -> Result<Vec<String>> {
+/// What [`teardown_run`] did.
+#[derive(Debug, Default)]
+pub struct RunTeardown {
+    /// The processes it ended (and any it left).
+    pub processes: EndReport,
+    /// What it removed: namespace names, then link names.
+    pub removed: Vec<String>,
+}
+
+/// Ends every process in the namespaces `/run/netns/pvnet-{id}-*` (SIGTERM, `grace`, SIGKILL;
+/// never this process, its ancestors, or what `spare` picks), then deletes those names, and the
+/// run's veth ends if they are still in the calling thread's namespace (a crash between
+/// creating and moving them).
+///
+/// The namespaces are held open from before the first scan until after the last, so their
+/// inodes stay theirs. A sweep runs again after the names are gone, for a process that entered
+/// through an fd opened before. Every step is tried; the first error is returned.
+pub fn teardown_run(
+    id: &str,
+    grace: std::time::Duration,
+    spare: impl Fn(&NsProcess) -> bool,
+) -> Result<RunTeardown> {
     let id = RunId::parse(id)?;
-    let prefix = format!("pvnet-{}-", id.as_str());
-    let mut removed = Vec::new();
-    for name in list_netns() {
-        if name.starts_with(&prefix) {
-            netns::delete_by_name(&name)?;
-            removed.push(name);
+    let (names, held, inodes) = run_namespaces(&id);
+    let mut first_err = None;
+    let mut out = RunTeardown::default();
+    match procs::end_processes_in(&inodes, grace, &spare) {
+        Ok(r) => out.processes = r,
+        Err(e) => {
+            first_err.get_or_insert(e);
         }
     }
+    for name in names {
+        match netns::delete_by_name(&name) {
+            Ok(()) => out.removed.push(name),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match procs::end_processes_in(&inodes, grace, &spare) {
+        Ok(r) => out.processes.merge(r),
+        Err(e) => {
+            first_err.get_or_insert(e);
+        }
+    }
+    drop(held);
     for suffix in [REMOTE_IF_SUFFIX, DD_IF_SUFFIX] {
         let l = id.short_link_name(suffix);
         if link::link_exists(&l) {
             // Deleting one end of a veth removes the other; ignore "already gone".
             if link::delete_link(&l).is_ok() {
-                removed.push(l);
+                out.removed.push(l);
             }
         }
     }
-    Ok(removed)
+    match first_err {
+        None => Ok(out),
+        Some(e) => Err(e),
+    }
+}
+
+/// The names `/run/netns/pvnet-{id}-*`, the namespaces among them opened (held), and those
+/// as [`procs::end_processes_in`] takes them. A name whose bind mount is gone (a half-made
+/// namespace) is only a file: it has no process to end.
+fn run_namespaces(id: &RunId) -> (Vec<String>, Vec<Netns>, Vec<(u64, String)>) {
+    let prefix = format!("pvnet-{}-", id.as_str());
+    let names: Vec<String> = list_netns()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    let held: Vec<Netns> = names.iter().filter_map(|n| Netns::open(n).ok()).collect();
+    let inodes = held
+        .iter()
+        .filter_map(|ns| Some((procs::netns_inode(ns.fd()).ok()?, ns.name().to_string())))
+        .collect();
+    (names, held, inodes)
+}
+
+/// Ends every process in the namespaces `/run/netns/pvnet-{id}-*` like [`teardown_run`], but
+/// leaves the names: for a caller that stops the run's own processes (`spare`) another way
+/// afterwards.
+pub fn end_run_processes(
+    id: &str,
+    grace: std::time::Duration,
+    spare: impl Fn(&NsProcess) -> bool,
+) -> Result<EndReport> {
+    let id = RunId::parse(id)?;
+    let (_names, held, inodes) = run_namespaces(&id);
+    let r = procs::end_processes_in(&inodes, grace, spare);
+    drop(held);
+    r
+}
+
+/// [`teardown_run`] sparing nothing but this process and its ancestors, with the default grace
+/// period; says on stderr what it ended, one line each. Returns what it removed (namespace
+/// names, then link names).
+pub fn cleanup_run(id: &str) -> Result<Vec<String>> {
+    let t = teardown_run(id, procs::DEFAULT_GRACE, |_| false)?;
+    for l in t.processes.lines() {
+        eprintln!("pvnet: {id}: {l}");
+    }
+    Ok(t.removed)
 }
 
 #[cfg(test)]
