@@ -29,11 +29,13 @@ use pvnet_wire::ethernet::MacAddr;
 use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
 use serde::Serialize;
 
-use crate::bridge::{Bridge, BridgeConfig, BridgeStats, Decision, PortId};
+use crate::bridge::{BridgeConfig, Decision, PortId};
 use crate::gate::{Gate, GuestLoad, PortGate};
 use crate::lro::{self, Lro, LroStats};
 use crate::netback::{Fatal, Netback, VifStats, RX_QUEUE_LIMIT};
 use crate::packet::{Chain, Packet};
+use crate::route::RouteError;
+use crate::switch::{Switch, SwitchStats};
 
 /// The physical port's bridge port.
 pub const PORT_PNIC: PortId = PortId(0);
@@ -251,7 +253,10 @@ pub struct DataPath<P: Phy, C: Clock> {
     lro_armed: Option<u64>,
     /// Packets leaving the engine (reused buffer).
     lro_out: Vec<Packet>,
-    bridge: Bridge,
+    /// The bridge (with or without its rule pass) or netback MAC routing.
+    switch: Switch,
+    /// Ports a flooded packet goes to (reused buffer).
+    flood: Vec<PortId>,
     /// Whether the physical port is watched (off while a guest's queue is full).
     watched: bool,
     /// Back-pressure from full guests to the port, bounded per guest.
@@ -290,7 +295,8 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             lro_mode,
             lro_armed: None,
             lro_out: Vec::new(),
-            bridge: Bridge::new(BridgeConfig::default()),
+            switch: Switch::new(crate::switch::Mode::Bridge, BridgeConfig::default()),
+            flood: Vec::new(),
             watched: false,
             gate: PortGate::default(),
             vifs: BTreeMap::new(),
@@ -317,13 +323,22 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         })
     }
 
+    /// The data path with `switch` instead of the learning bridge (before any port is
+    /// attached).
+    pub fn with_switch(mut self, switch: Switch) -> Self {
+        debug_assert!(self.switch.ports().is_empty(), "ports attached already");
+        self.switch = switch;
+        self
+    }
+
     // ------------------------------------------------------------------ ports
 
     /// Attaches the physical port (bridge port [`PORT_PNIC`]) and starts watching it.
-    pub fn attach_phy(&mut self, phy: P) {
+    pub fn attach_phy(&mut self, phy: P) -> Result<(), RouteError> {
+        self.switch.add_physical(PORT_PNIC)?;
         self.phy = Some(phy);
         self.watched = true;
-        self.bridge.add_port(PORT_PNIC);
+        Ok(())
     }
 
     pub fn phy(&self) -> Option<&P> {
@@ -335,9 +350,18 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     }
 
     /// Attaches a TAP-like port at bridge port `port` ([`PORT_DDSTACK`], or a relayed guest's
-    /// [`vif_port`]).
-    pub fn attach_tap(&mut self, port: PortId, tap: Box<dyn TapPort>) {
-        self.bridge.add_port(port);
+    /// [`vif_port`]) whose stack has the MAC `mac` (what MAC routing routes to it by).
+    pub fn attach_tap(
+        &mut self,
+        port: PortId,
+        mac: [u8; 6],
+        tap: Box<dyn TapPort>,
+    ) -> Result<(), RouteError> {
+        if port == PORT_DDSTACK {
+            self.switch.add_own(port, MacAddr(mac))?;
+        } else {
+            self.switch.add_vif(port, MacAddr(mac))?;
+        }
         self.taps.insert(
             port,
             Tap {
@@ -345,6 +369,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
                 counters: TapCounters::default(),
             },
         );
+        Ok(())
     }
 
     /// Drops every port and vif (before the toolstack tears the testbed down): the physical
@@ -369,13 +394,15 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     /// Adds guest `dom`'s bridge port before its vif connects (frames for it are dropped
     /// until then).
     pub fn add_guest_port(&mut self, dom: u16) {
-        self.bridge.add_port(vif_port(dom));
+        self.switch.add_port(vif_port(dom));
     }
 
-    /// Puts a connected vif on the path: its MAC is pinned to its port (static entry).
-    pub fn connect_vif(&mut self, dom: u16, mac: [u8; 6], netback: Netback) {
-        self.bridge.add_port(vif_port(dom));
-        self.bridge.set_static(MacAddr(mac), vif_port(dom));
+    /// Puts a connected vif on the path: its MAC is pinned to its port (the bridge's static
+    /// entry; the routing table's vif). False when the switch refused the MAC (routing: a MAC
+    /// another port has); the vif is then on the path but gets nothing.
+    pub fn connect_vif(&mut self, dom: u16, mac: [u8; 6], netback: Netback) -> bool {
+        self.switch.add_port(vif_port(dom));
+        let pinned = self.switch.set_static(MacAddr(mac), vif_port(dom));
         self.vifs.insert(
             dom,
             Vif {
@@ -384,11 +411,16 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
                 tx_more: false,
             },
         );
+        pinned
     }
 
     /// Takes vif `dom` off the path (its guest went away) and returns its netback.
     pub fn disconnect_vif(&mut self, dom: u16) -> Option<Netback> {
         self.gate.remove(dom);
+        if self.switch.mode() == crate::switch::Mode::Route {
+            // The MAC is free again (a reconnecting guest registers it anew).
+            self.switch.remove_port(vif_port(dom));
+        }
         self.vifs.remove(&dom).map(|v| v.netback)
     }
 
@@ -407,8 +439,9 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         self.vifs.get(&dom).map(|v| &v.netback)
     }
 
-    pub fn bridge_stats(&self) -> BridgeStats {
-        self.bridge.stats()
+    /// The switch's counters (and its bridge's, routing table's or filter's).
+    pub fn switch_stats(&self) -> SwitchStats {
+        self.switch.stats()
     }
 
     pub fn config(&self) -> PathConfig {
@@ -556,7 +589,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             self.watched = true;
         }
         if self.now.saturating_sub(self.aged_at) >= AGE_EVERY_NS {
-            self.bridge.age(self.now);
+            self.switch.age(self.now);
             self.aged_at = self.now;
         }
     }
@@ -718,10 +751,6 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
 
     /// Bridges one packet from `ingress`.
     fn route(&mut self, ingress: PortId, mut pkt: Packet) {
-        let (Some(dst), Some(src)) = (pkt.dst_mac(), pkt.src_mac()) else {
-            self.stats.bridge_drops += 1;
-            return;
-        };
         // The 2006 backend takes only linear skbs or page fragments: the baseline bridge copies
         // an skb-mode chain into one buffer (Nakajima and Oi, Fig. 2(b)). BO forwards the chain
         // and netback grant-copies each piece into the guest's pages.
@@ -732,15 +761,13 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
                 self.stats.chains_forwarded += 1;
             }
         }
-        match self
-            .bridge
-            .input(ingress, MacAddr(src), MacAddr(dst), self.now)
-        {
+        match self.switch.input(ingress, &pkt, self.now) {
             Decision::Forward(p) => self.deliver(p, pkt),
             Decision::Flood => {
-                let ports: Vec<PortId> = self.bridge.ports().filter(|p| *p != ingress).collect();
+                let mut ports = std::mem::take(&mut self.flood);
+                self.switch.flood_ports(ingress, &pkt, &mut ports);
                 let last = ports.len().saturating_sub(1);
-                for (k, p) in ports.into_iter().enumerate() {
+                for (k, &p) in ports.iter().enumerate() {
                     if k == last {
                         self.deliver(p, pkt);
                         break;
@@ -748,6 +775,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
                     self.stats.flooded_copies += 1;
                     self.deliver(p, pkt.clone());
                 }
+                self.flood = ports;
             }
             Decision::Drop(_) => self.stats.bridge_drops += 1,
         }

@@ -40,10 +40,13 @@ pub fn vif_port(domid: u16) -> PortId {
 }
 
 /// Which alternative forwards the frames.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// The learning bridge.
+    #[default]
     Bridge,
     /// The learning bridge plus the filter pass.
     BridgeNf,

@@ -23,6 +23,7 @@ use pvnet_wire::vnet::VirtioNetHdr;
 type Path = DataPath<MockPhy, MockClock>;
 
 const MAC_G2: [u8; 6] = [0x00, 0x16, 0x3e, 0x00, 0x00, 0x2a];
+const STACK_MAC: [u8; 6] = [0x02, 0x70, 0x76, 0, 0, 2];
 
 fn features() -> Features {
     Features {
@@ -85,7 +86,7 @@ fn path_with(
         lro,
         Mode::Skb,
     );
-    dp.attach_phy(MockPhy::default());
+    dp.attach_phy(MockPhy::default()).unwrap();
     let hv = Arc::new(Hypervisor::new());
     let mut guests = Vec::new();
     for (i, mac) in macs.iter().enumerate() {
@@ -106,7 +107,7 @@ fn path_with(
         .unwrap();
         nf.rx_refill();
         dp.add_guest_port(dom);
-        dp.connect_vif(dom, *mac, nb);
+        assert!(dp.connect_vif(dom, *mac, nb));
         guests.push(Guest { dom, nf });
     }
     (dp, clock, guests)
@@ -184,7 +185,7 @@ fn stage_times_follow_the_clock() {
         Some(Policy::Poll),
         Mode::Skb,
     );
-    dp.attach_phy(MockPhy::default());
+    dp.attach_phy(MockPhy::default()).unwrap();
     for s in stream(false, 1, 1448, 8) {
         dp.phy_mut().unwrap().inject(&s.build());
     }
@@ -224,7 +225,8 @@ fn a_guests_frames_reach_the_wire_and_the_other_guest() {
 fn broadcast_floods_every_port_but_its_own() {
     let (mut dp, _clock, mut g) = path_with(&[MAC_DST, MAC_G2], None, 64);
     let stack = MockTap::default();
-    dp.attach_tap(PORT_DDSTACK, Box::new(stack.clone()));
+    dp.attach_tap(PORT_DDSTACK, STACK_MAC, Box::new(stack.clone()))
+        .unwrap();
     let b = frame_to([0xff; 6], MAC_SRC, 100, 1);
     dp.phy_mut().unwrap().inject(&b);
     pass(&mut dp);
@@ -241,7 +243,8 @@ fn broadcast_floods_every_port_but_its_own() {
 fn the_stack_port_reads_frames_and_counts_short_ones() {
     let (mut dp, _clock, mut g) = path_with(&[MAC_DST], None, 64);
     let stack = MockTap::default();
-    dp.attach_tap(PORT_DDSTACK, Box::new(stack.clone()));
+    dp.attach_tap(PORT_DDSTACK, STACK_MAC, Box::new(stack.clone()))
+        .unwrap();
     let f = frame_to(MAC_DST, [0x02, 0x70, 0x76, 0, 0, 2], 300, 3);
     stack.inject(&f);
     stack.inject(&[0u8; 5]);
@@ -381,7 +384,7 @@ fn a_hostile_vif_is_taken_off_and_the_other_goes_on() {
     let (mut bad, nb) = MockFrontend::connect(4, features()).unwrap();
     let bad_dom = 7;
     dp.add_guest_port(bad_dom);
-    dp.connect_vif(bad_dom, [0x02, 0, 0, 0, 0, 7], nb);
+    assert!(dp.connect_vif(bad_dom, [0x02, 0, 0, 0, 0, 7], nb));
     bad.set_tx_req_prod(RingIdx(10_000));
     dp.tick();
     dp.vif_event(bad_dom);
@@ -409,9 +412,10 @@ fn a_relayed_port_gets_its_guests_frames_in_batches() {
         None,
         Mode::Skb,
     );
-    dp.attach_phy(MockPhy::default());
+    dp.attach_phy(MockPhy::default()).unwrap();
     let relay = MockTap::default();
-    dp.attach_tap(vif_port(1), Box::new(relay.clone()));
+    dp.attach_tap(vif_port(1), MAC_DST, Box::new(relay.clone()))
+        .unwrap();
     // A frame from the relayed guest teaches the bridge its MAC.
     relay.inject(&frame_to([0x02, 0, 0, 0, 0, 0x99], MAC_DST, 80, 0));
     dp.tick();

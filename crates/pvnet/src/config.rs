@@ -48,6 +48,14 @@ pub struct DaemonConfig {
     /// Slots of the physical port's packet ring (see [`check_ring_frames`]).
     #[serde(default = "default_ring_frames")]
     pub ring_frames: u32,
+    /// What forwards frames in the driver domain: the learning bridge, the bridge with its
+    /// rule pass, or netback MAC routing.
+    #[serde(default)]
+    pub switch: pvnet_dd::switch::Mode,
+    /// The rule pass's rules (`bridge-nf`), as text already checked by the command; None: the
+    /// default rule set.
+    #[serde(default)]
+    pub rules: Option<String>,
 }
 
 fn yes() -> bool {
@@ -113,6 +121,8 @@ impl Default for DaemonConfig {
             guest_gso: true,
             gro: false,
             ring_frames: pvnet_pnic::DEFAULT_FRAME_NR,
+            switch: pvnet_dd::switch::Mode::Bridge,
+            rules: None,
         }
     }
 }

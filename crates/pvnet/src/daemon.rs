@@ -24,7 +24,9 @@ use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use pvnet_dd::datapath::{self, vif_port, DataPath, PathConfig, TapPort, PORT_DDSTACK};
 use pvnet_dd::netback::{Fatal, Netback, VifStats};
+use pvnet_dd::nf::Filter;
 use pvnet_dd::packet::Packet;
+use pvnet_dd::switch;
 use pvnet_dd::xenbus;
 use pvnet_guest::netfront::{FrontStats, Layout};
 use pvnet_guest::proto::{BootInfo, FromGuest, ToGuest};
@@ -47,6 +49,8 @@ use crate::rundir::{self, RunInfo};
 
 /// The event channel port every vif uses inside its domain.
 const VIF_PORT: u32 = 1;
+/// The MAC of the driver domain's own stack port.
+const DD_STACK_MAC: [u8; 6] = [0x02, 0x70, 0x76, 0, 0, 0x02];
 /// Extra guest pages beyond what netfront lays out.
 const SPARE_PAGES: u32 = 16;
 
@@ -112,6 +116,20 @@ impl Token {
     fn event(self) -> EpollEvent {
         EpollEvent::new(EpollFlags::EPOLLIN, self.to_u64())
     }
+}
+
+/// The switch of `mode`, with `rules` for the rule pass of `bridge-nf` (the default set when
+/// None).
+pub fn make_switch(mode: switch::Mode, rules: Option<&str>) -> Result<switch::Switch> {
+    let cfg = pvnet_dd::bridge::BridgeConfig::default();
+    Ok(match (mode, rules) {
+        (switch::Mode::BridgeNf, Some(text)) => {
+            let filter = Filter::parse(text).map_err(|e| anyhow!("the rules: {e}"))?;
+            switch::Switch::bridge_nf(cfg, filter)
+        }
+        (_, Some(_)) => bail!("--rules needs --switch bridge-nf"),
+        (mode, None) => switch::Switch::new(mode, cfg),
+    })
 }
 
 /// The real clock: nanoseconds since the daemon started, and the TSC.
@@ -292,7 +310,8 @@ impl Daemon {
             SystemClock::new(),
             cfg.lro.map(|l| l.policy),
             cfg.lro.map(|l| l.mode).unwrap_or_default(),
-        );
+        )
+        .with_switch(make_switch(cfg.switch, cfg.rules.as_deref())?);
         let mut d = Daemon {
             cfg,
             testbed,
@@ -356,8 +375,11 @@ impl Daemon {
             let dom = i as u16 + 1;
             let r = RelayTap::create(&self.testbed.guests[i], i)?;
             self.ep.add(r.tap().fd(), Token::Relay(dom).event())?;
-            self.relay_macs.insert(dom, r.mac);
-            self.dp.attach_tap(vif_port(dom), Box::new(r));
+            let mac = r.mac;
+            self.relay_macs.insert(dom, mac);
+            self.dp
+                .attach_tap(vif_port(dom), mac, Box::new(r))
+                .map_err(|e| anyhow!("attaching relayed guest {i} to the switch: {e}"))?;
         }
         Ok(())
     }
@@ -376,14 +398,18 @@ impl Daemon {
         };
         let pnic = Pnic::open(&pcfg)
             .map_err(|e| anyhow!("opening the physical port {}: {e}", self.testbed.dd_if))?;
-        self.dp.attach_phy(pnic);
+        self.dp
+            .attach_phy(pnic)
+            .map_err(|e| anyhow!("attaching the physical port to the switch: {e}"))?;
 
         let tap = Tap::open("pvdd0", true).context("creating the driver domain's stack port")?;
-        link::set_mac(tap.name(), [0x02, 0x70, 0x76, 0, 0, 0x02])?;
+        link::set_mac(tap.name(), DD_STACK_MAC)?;
         link::add_ipv4(tap.name(), topology::dd_addr(), topology::SUBNET_PREFIX)?;
         link::set_up(tap.name(), true)?;
         self.ep.add(tap.fd(), Token::StackTap.event())?;
-        self.dp.attach_tap(PORT_DDSTACK, Box::new(StackTap(tap)));
+        self.dp
+            .attach_tap(PORT_DDSTACK, DD_STACK_MAC, Box::new(StackTap(tap)))
+            .map_err(|e| anyhow!("attaching the driver domain's stack to the switch: {e}"))?;
         Ok(())
     }
 
@@ -855,7 +881,12 @@ impl Daemon {
         self.ep
             .add(nb.evtchn().wait_fd(), Token::Evtchn(dom).event())?;
         v.state = VifState::Connected;
-        self.dp.connect_vif(dom, v.mac, nb);
+        if !self.dp.connect_vif(dom, v.mac, nb) {
+            eprintln!(
+                "pvnet: vif {dom}: the switch refused its MAC {}: it gets no frames",
+                format_mac(&v.mac)
+            );
+        }
         xenbus::set_state(&mut self.store, dom, XenbusState::Connected)?;
         Ok(())
     }
@@ -1009,7 +1040,8 @@ impl Daemon {
             "daemon": self.dp.stats,
             "stages_ns": self.dp.stage_ns(),
             "pnic": pnic,
-            "bridge": self.dp.bridge_stats(),
+            "bridge": self.dp.switch_stats().bridge,
+            "switch": self.dp.switch_stats(),
             "settings": self.settings(),
             "lro": self.dp.lro_stats(),
             "grant": self.hv.stats(),

@@ -78,6 +78,15 @@ enum Cmd {
         /// there, so the sender's work is not charged to the receiving CPU.
         #[arg(long)]
         sender_cpu: Option<usize>,
+        /// What forwards frames in the driver domain: `bridge` (the learning bridge),
+        /// `bridge-nf` (the bridge plus a per-packet rule pass standing for bridge netfilter)
+        /// or `route` (netback MAC routing: by each vif's MAC, nothing learned).
+        #[arg(long, default_value_t = pvnet_dd::switch::Mode::Bridge, value_parser = parse_switch)]
+        switch: pvnet_dd::switch::Mode,
+        /// The rule pass's rules for `--switch bridge-nf` (default: the shipped set, see
+        /// crates/dd/rules/default.rules).
+        #[arg(long)]
+        rules: Option<std::path::PathBuf>,
         #[command(flatten)]
         lro: LroArgs,
     },
@@ -172,6 +181,19 @@ fn on_off(s: &str) -> Result<bool, String> {
         "off" | "0" | "false" | "no" => Ok(false),
         _ => Err(format!("expected on or off, got {s:?}")),
     }
+}
+
+fn parse_switch(s: &str) -> Result<pvnet_dd::switch::Mode, String> {
+    s.parse()
+        .map_err(|e: pvnet_dd::switch::ParseModeError| e.to_string())
+}
+
+/// Reads and checks a rules file for `--switch bridge-nf`; errors name the file and line.
+fn read_rules(path: &std::path::Path) -> Result<String> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("--rules {}", path.display()))?;
+    pvnet_dd::nf::Filter::parse(&text).map_err(|e| anyhow!("--rules {}: {e}", path.display()))?;
+    Ok(text)
 }
 
 fn parse_lro_mode(s: &str) -> Result<lro::Mode, String> {
@@ -311,6 +333,8 @@ fn run(cli: Cli) -> Result<()> {
             cpu,
             gro,
             sender_cpu,
+            switch,
+            rules,
             lro,
         } => {
             let settings = lro.settings();
@@ -326,6 +350,13 @@ fn run(cli: Cli) -> Result<()> {
             }
             config::check_budget(budget)?;
             config::check_ring_frames(ring_frames)?;
+            if rules.is_some() && switch != pvnet_dd::switch::Mode::BridgeNf {
+                bail!("--rules needs --switch bridge-nf");
+            }
+            if mode == Mode::Linux && switch != pvnet_dd::switch::Mode::Bridge {
+                bail!("--switch needs the driver domain (--mode xen or relay)");
+            }
+            let rules = rules.as_deref().map(read_rules).transpose()?;
             let cfg = DaemonConfig {
                 id: match id {
                     Some(i) => pvnet_testbed::RunId::parse(&i)?.as_str().to_string(),
@@ -343,6 +374,8 @@ fn run(cli: Cli) -> Result<()> {
                 guest_gso: lro.guest_gso,
                 gro,
                 ring_frames,
+                switch,
+                rules,
             };
             if mode == Mode::Linux && (settings.is_some() || lro.bo) {
                 bail!("--lro and --bo need the driver domain (--mode xen or relay)");

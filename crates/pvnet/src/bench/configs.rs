@@ -2,7 +2,7 @@
 //! the flush policies the paper left open), and the daemon settings of each.
 
 use anyhow::{bail, Context, Result};
-use pvnet_dd::lro;
+use pvnet_dd::{lro, switch};
 
 use crate::admin::{LroChange, SetRequest};
 use crate::config::{DaemonConfig, LroSettings, Mode};
@@ -36,9 +36,10 @@ pub const CONFIGS: [(&str, &str); 8] = [
     ("adaptive", "LRO with the self-tuning flush"),
 ];
 
-/// Named configurations outside the default set: the floor of this emulation (`--configs
-/// linux,xen,relay,...`). Not in the default run, which must stay under 5 minutes.
-pub const EXTRA: [(&str, &str); 2] = [
+/// Named configurations outside the default set: the floor of this emulation, and the
+/// switching alternatives (`--configs linux,xen,relay,route,...`). Not in the default run,
+/// which must stay under 5 minutes.
+pub const EXTRA: [(&str, &str); 4] = [
     (
         "relay",
         "the floor: packet ring and TAP only, the daemon writes each frame into the guest's TAP (no Xen)",
@@ -46,6 +47,14 @@ pub const EXTRA: [(&str, &str); 2] = [
     (
         "relay-adaptive",
         "the floor with aggregation: the relay with the self-tuning flush, chains passed whole",
+    ),
+    (
+        "route",
+        "the PV path with netback MAC routing instead of the bridge (Santos, Janakiraman and Turner)",
+    ),
+    (
+        "bridge-nf",
+        "the PV path with the bridge plus a per-packet rule pass (the default rule set) standing for bridge netfilter",
     ),
 ];
 
@@ -91,6 +100,7 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         "relay" => (Mode::Relay, None, false, false),
         // A TAP write takes a chain as it is: the floor does not linearize.
         "relay-adaptive" => (Mode::Relay, lro("adaptive")?, true, false),
+        "route" | "bridge-nf" => (Mode::Xen, None, false, false),
         p if p.contains(':') => (Mode::Xen, lro(p)?, false, false),
         _ => {
             let known: Vec<&str> = CONFIGS.iter().chain(&EXTRA).map(|(n, _)| *n).collect();
@@ -109,6 +119,11 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         // The remote host's input (ACKs) runs on the sender's CPU: the sender's work is not
         // charged to the receiving CPU.
         sender_cpu: Some(TX_CPU),
+        switch: match config {
+            "route" => switch::Mode::Route,
+            "bridge-nf" => switch::Mode::BridgeNf,
+            _ => switch::Mode::Bridge,
+        },
         ..DaemonConfig::default()
     })
 }
@@ -165,6 +180,9 @@ pub fn parse_sweep_values(s: &str) -> Result<Vec<u32>> {
 /// The live settings that turn a running PV testbed into `config`.
 pub fn set_request(config: &str) -> Result<SetRequest> {
     let c = daemon_config(config)?;
+    if c.switch != switch::Mode::Bridge {
+        bail!("{config} changes the switch, which cannot be switched to on a running testbed");
+    }
     if c.mode != Mode::Xen {
         bail!("{config} is not a PV configuration (the xen path, with or without aggregation): it cannot be switched to on a running testbed");
     }
