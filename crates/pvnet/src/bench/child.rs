@@ -59,10 +59,24 @@ pub fn pinned(mut cmd: Command, cpu: usize) -> Command {
 /// Runs `cmd` to its end and collects its output, like [`Command::output`], but kills it when
 /// the bench is interrupted or `limit` passes.
 pub fn output(cmd: &mut Command, what: &str, limit: Duration) -> Result<Output> {
+    output_started(cmd, what, limit, |_| Ok(()), || Ok(()))
+}
+
+/// [`output`], calling `started` with the child's pid as soon as it runs, and `ended` once it
+/// has exited but before it is reaped (while its pid still names it): to account for its CPU
+/// time from its first instant to its last.
+pub fn output_started(
+    cmd: &mut Command,
+    what: &str,
+    limit: Duration,
+    started: impl FnOnce(i32) -> Result<()>,
+    ended: impl FnOnce() -> Result<()>,
+) -> Result<Output> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = Guard(cmd.spawn().with_context(|| format!("starting {what}"))?);
+    started(child.pid())?;
     // Readers in threads: a chatty child never blocks on a full pipe while we poll.
     let read = |r: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
@@ -77,8 +91,9 @@ pub fn output(cmd: &mut Command, what: &str, limit: Duration) -> Result<Output> 
     let err = read(child.0.stderr.take().map(|r| Box::new(r) as _));
     let deadline = Instant::now() + limit;
     let status = loop {
-        if let Some(st) = child.0.try_wait()? {
-            break st;
+        if exited_unreaped(child.pid())? {
+            ended()?;
+            break child.0.wait()?;
         }
         interrupt::check()?;
         if Instant::now() > deadline {
@@ -94,6 +109,16 @@ pub fn output(cmd: &mut Command, what: &str, limit: Duration) -> Result<Output> 
         stdout: out.join().unwrap_or_default(),
         stderr: err.join().unwrap_or_default(),
     })
+}
+
+/// Whether child `pid` has exited, without reaping it (`waitid` with `WNOWAIT`).
+fn exited_unreaped(pid: i32) -> Result<bool> {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    match waitid(Id::Pid(nix::unistd::Pid::from_raw(pid)), flags)? {
+        WaitStatus::StillAlive => Ok(false),
+        _ => Ok(true),
+    }
 }
 
 /// Whether `program` is on `PATH`.

@@ -63,12 +63,38 @@ pub fn all() -> Vec<String> {
     CONFIGS.iter().map(|(n, _)| n.to_string()).collect()
 }
 
+/// Which way a configuration's stream goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// From the remote host into the guest (the receive path the LRO paper measured).
+    Rx,
+    /// From the guest to the remote host (the transmit path; the NE2000 paper's workload).
+    Tx,
+}
+
+/// The suffix of a configuration's transmit variant: `xen@tx` is `xen` streaming from the
+/// guest to the remote host.
+pub const TX_SUFFIX: &str = "@tx";
+
+/// A configuration name's base configuration and direction.
+pub fn split_direction(config: &str) -> (&str, Direction) {
+    match config.strip_suffix(TX_SUFFIX) {
+        Some(base) => (base, Direction::Tx),
+        None => (config, Direction::Rx),
+    }
+}
+
 /// What a configuration runs: a named one, or LRO (skb-mode) with any flush policy
-/// (`timeout:USEC`, `every:N`: what `--sweep` uses).
+/// (`timeout:USEC`, `every:N`: what `--sweep` uses); `@tx` streams the other way.
 pub fn describe(config: &str) -> String {
-    match CONFIGS.iter().chain(&EXTRA).find(|(n, _)| *n == config) {
+    let (base, dir) = split_direction(config);
+    let d = match CONFIGS.iter().chain(&EXTRA).find(|(n, _)| *n == base) {
         Some((_, d)) => d.to_string(),
-        None => format!("LRO with flush policy {config}"),
+        None => format!("LRO with flush policy {base}"),
+    };
+    match dir {
+        Direction::Rx => d,
+        Direction::Tx => format!("{d}; the stream from the guest to the remote host"),
     }
 }
 
@@ -79,6 +105,7 @@ pub fn is_pv(config: &str) -> bool {
 
 /// The daemon settings of a configuration.
 pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
+    let config = split_direction(config).0;
     let lro = |p: &str| -> Result<Option<LroSettings>> {
         let policy = p
             .parse()
@@ -278,6 +305,17 @@ mod tests {
             "{}",
             err("xen,warp")
         );
+    }
+
+    #[test]
+    fn a_transmit_configuration_runs_its_base() {
+        assert_eq!(split_direction("xen@tx"), ("xen", Direction::Tx));
+        assert_eq!(split_direction("timeout:50"), ("timeout:50", Direction::Rx));
+        let c = daemon_config("adaptive@tx").unwrap();
+        assert_eq!(c.lro.map(|l| l.policy), Some(lro::Policy::Adaptive));
+        assert_eq!(daemon_config("linux@tx").unwrap().mode, Mode::Linux);
+        assert!(daemon_config("warp@tx").is_err());
+        assert!(parse("xen,xen@tx").is_ok());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use pvnet_testbed::Netns;
 use serde::{Deserialize, Serialize};
 
 use super::child::{self, Guard};
-use super::configs::{self, RX_CPU, TX_CPU};
+use super::configs::{self, Direction, RX_CPU, TX_CPU};
 use super::progress::Progress;
 use super::{interrupt, testbed};
 use crate::config::{DaemonConfig, Mode};
@@ -135,7 +135,13 @@ pub fn run_one(
         ..configs::daemon_config(config)?
     };
     let (mut s, info) = testbed::with_testbed(&cfg, config, progress, |info| {
-        measure(info, cfg.mode, p, progress)
+        measure(
+            info,
+            cfg.mode,
+            configs::split_direction(config).1,
+            p,
+            progress,
+        )
     })?;
     s.config = config.to_string();
     s.rep = rep;
@@ -145,7 +151,13 @@ pub fn run_one(
     Ok(s)
 }
 
-fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Result<Sample> {
+fn measure(
+    info: &RunInfo,
+    mode: Mode,
+    dir: Direction,
+    p: &Params,
+    progress: &Progress,
+) -> Result<Sample> {
     let exe = std::env::current_exe()?;
     let (rx_ns, rx_addr) = match mode {
         Mode::Linux => (info.dd_ns.clone(), info.dd_addr.clone()),
@@ -158,46 +170,54 @@ fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Resul
         ..Sample::default()
     };
 
-    // Stream.
-    let mut server = match p.tool {
-        Tool::Builtin => start_builtin_server(&exe, &rx, true)?,
-        Tool::Iperf3 => start_iperf3_server(&rx)?,
+    // Stream: into the guest (rx: the sender on the remote host, CPU 1) or out of it (tx: the
+    // sender in the guest, CPU 0, the receiver on the remote host). CPU 0 is the guest's
+    // machine either way, and its cost per byte is what is reported.
+    let (srv_ns, srv_cpu, snd_ns, snd_cpu, dst) = match dir {
+        Direction::Rx => (&rx, RX_CPU, &remote, TX_CPU, rx_addr.clone()),
+        Direction::Tx => (&remote, TX_CPU, &rx, RX_CPU, info.remote_addr.clone()),
     };
-    wait_listening(&rx, &mut server)?;
+    let mut server = match p.tool {
+        Tool::Builtin => start_builtin_server(&exe, srv_ns, srv_cpu, true)?,
+        Tool::Iperf3 => start_iperf3_server(srv_ns, srv_cpu)?,
+    };
+    wait_listening(srv_ns, &mut server)?;
     let mut guest_pids: Vec<i32> = info.guest_pids.clone();
-    guest_pids.push(server.pid());
+    if dir == Direction::Rx {
+        guest_pids.push(server.pid());
+    }
     let mut all = guest_pids.clone();
     all.push(info.pid);
     note_others(&mut s, &info.id);
-    let snmp_before = tcp_counters(&remote)?;
+    // Retransmissions are counted where the sender is.
+    let snmp_before = tcp_counters(snd_ns)?;
     let drops_before = port_drops(info, mode);
-    let rx_before = cpu::sample(RX_CPU, &all)?;
-    let tx_before = cpu::sample(TX_CPU, &[])?;
     let limit = Duration::from_secs_f64(p.stream_seconds + 30.0);
     progress.phase(
         &format!("stream, {} {}-byte sends", s.tool, p.msg_size),
         p.stream_seconds,
     );
-    let out = match p.tool {
-        Tool::Builtin => child::output(
-            child::pinned(remote.command(&exe), TX_CPU).args([
+    let mut sender = match p.tool {
+        Tool::Builtin => {
+            let mut c = child::pinned(snd_ns.command(&exe), snd_cpu);
+            c.args([
                 "perf",
                 "stream",
-                &rx_addr,
+                &dst,
                 "--port",
                 &PORT.to_string(),
                 "--duration",
                 &p.stream_seconds.to_string(),
                 "--msg-size",
                 &p.msg_size.to_string(),
-            ]),
-            "the stream sender",
-            limit,
-        )?,
-        Tool::Iperf3 => child::output(
-            child::pinned(remote.command("iperf3"), TX_CPU).args([
+            ]);
+            c
+        }
+        Tool::Iperf3 => {
+            let mut c = child::pinned(snd_ns.command("iperf3"), snd_cpu);
+            c.args([
                 "-c",
-                &rx_addr,
+                &dst,
                 "-p",
                 &PORT.to_string(),
                 "-t",
@@ -205,14 +225,43 @@ fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Resul
                 "-l",
                 &p.msg_size.to_string(),
                 "-J",
-            ]),
-            "the iperf3 client",
-            limit,
-        )?,
+            ]);
+            c
+        }
     };
-    let rx_after = cpu::sample(RX_CPU, &all)?;
-    let tx_after = cpu::sample(TX_CPU, &[])?;
-    let snmp_after = tcp_counters(&remote)?;
+    let what = match p.tool {
+        Tool::Builtin => "the stream sender",
+        Tool::Iperf3 => "the iperf3 client",
+    };
+    // Transmitting, the sender is the guest's: its CPU time is the guest's from its start.
+    let (mut before, mut after) = (None, None);
+    let all = std::cell::RefCell::new(all);
+    let out = child::output_started(
+        &mut sender,
+        what,
+        limit,
+        |pid| {
+            if dir == Direction::Tx {
+                guest_pids.push(pid);
+                all.borrow_mut().push(pid);
+            }
+            before = Some((
+                cpu::sample(RX_CPU, &all.borrow())?,
+                cpu::sample(TX_CPU, &[])?,
+            ));
+            Ok(())
+        },
+        || {
+            after = Some((
+                cpu::sample(RX_CPU, &all.borrow())?,
+                cpu::sample(TX_CPU, &[])?,
+            ));
+            Ok(())
+        },
+    )?;
+    let (rx_before, tx_before) = before.expect("sampled when the sender started");
+    let (rx_after, tx_after) = after.expect("sampled when the sender ended");
+    let snmp_after = tcp_counters(snd_ns)?;
     drop(server);
     match p.tool {
         Tool::Builtin => parse_builtin_stream(&out, &mut s),
@@ -278,7 +327,7 @@ fn measure(info: &RunInfo, mode: Mode, p: &Params, progress: &Progress) -> Resul
     interrupt::check()?;
 
     // Request/response: always the built-in tool (iperf3 has no TCP_RR).
-    let mut server = start_builtin_server(&exe, &rx, true)?;
+    let mut server = start_builtin_server(&exe, &rx, RX_CPU, true)?;
     wait_listening(&rx, &mut server)?;
     progress.phase("TCP_RR", p.rr_seconds);
     note_others(&mut s, &info.id);
@@ -446,13 +495,13 @@ fn parse_iperf3_stream(out: &std::process::Output, s: &mut Sample) {
 }
 
 /// The built-in receiver on the receiving CPU: for one connection (`once`), or until dropped.
-pub fn start_builtin_server(exe: &Path, rx: &Netns, once: bool) -> Result<Guard> {
+pub fn start_builtin_server(exe: &Path, rx: &Netns, cpu: usize, once: bool) -> Result<Guard> {
     let bind = format!("0.0.0.0:{PORT}");
     let mut args = vec!["perf", "server", "--bind", &bind];
     if once {
         args.push("--once");
     }
-    let c = child::pinned(rx.command(exe), RX_CPU)
+    let c = child::pinned(rx.command(exe), cpu)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -462,8 +511,8 @@ pub fn start_builtin_server(exe: &Path, rx: &Netns, once: bool) -> Result<Guard>
     Ok(Guard(c))
 }
 
-fn start_iperf3_server(rx: &Netns) -> Result<Guard> {
-    let c = child::pinned(rx.command("iperf3"), RX_CPU)
+fn start_iperf3_server(rx: &Netns, cpu: usize) -> Result<Guard> {
+    let c = child::pinned(rx.command("iperf3"), cpu)
         .args(["-s", "-1", "-p", &PORT.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())

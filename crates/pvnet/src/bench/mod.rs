@@ -112,6 +112,18 @@ pub struct BenchArgs {
     /// Microseconds for --sweep timeout, comma-separated (1 to 1000).
     #[arg(long, default_value = DEFAULT_SWEEP_VALUES)]
     pub sweep_values: String,
+    /// Which way the streams go: `rx` (remote host → guest, the receive path), `tx` (guest →
+    /// remote host: every configuration as `NAME@tx`), or `both`. A configuration named with
+    /// `@tx` in --configs streams out of the guest whatever this says.
+    #[arg(long, value_enum, default_value_t = Directions::Rx)]
+    pub direction: Directions,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Directions {
+    Rx,
+    Tx,
+    Both,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -241,6 +253,22 @@ impl Plan {
                 Some(SweepInfo { values, references })
             }
             None => None,
+        };
+        let with_tx = |c: &String| {
+            if configs::split_direction(c).1 == configs::Direction::Tx {
+                c.clone()
+            } else {
+                format!("{c}{}", configs::TX_SUFFIX)
+            }
+        };
+        configs = match args.direction {
+            Directions::Rx => configs,
+            Directions::Tx => configs.iter().map(with_tx).collect(),
+            Directions::Both => {
+                let mut both = configs.clone();
+                both.extend(configs.iter().map(with_tx).filter(|t| !configs.contains(t)));
+                both
+            }
         };
         if args.msg_size == 0 {
             bail!("--msg-size must be at least 1");

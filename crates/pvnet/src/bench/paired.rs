@@ -185,7 +185,7 @@ fn rounds_on(
     // One server and ONE connection for the whole series: the client runs a slice when told
     // to and is idle in between, so a switch never lands mid-transaction and every
     // transaction is filed under the setting it ran on.
-    let mut server = measure::start_builtin_server(&exe, &rx, false)?;
+    let mut server = measure::start_builtin_server(&exe, &rx, configs::RX_CPU, false)?;
     measure::wait_listening(&rx, &mut server)?;
     let total = 2.0 * rounds as f64 * seconds + WARMUP_SECONDS;
     let mut client = Stepped::start(&remote, &exe, rx_addr, total)?;

@@ -159,7 +159,7 @@ pub fn cycles(path: &Path, cs: &[ConfigSummary], reps: usize) -> Result<()> {
     // Headroom for the legend.
     let ymax = 1.25 * top(cs.iter().filter_map(|c| total(c).map(|s| s.max)));
     let names: Vec<String> = cs.iter().map(|c| c.name.clone()).collect();
-    let title = format!("CPU cycles per byte received (median of {reps})");
+    let title = format!("CPU cycles per byte on CPU 0 (median of {reps})");
     let mut ch = bar_axes(&root, &title, "cycles per byte", &names, ymax)?;
     let (mut legend_driver, mut legend_native) = (false, false);
     for (i, c) in cs.iter().enumerate() {

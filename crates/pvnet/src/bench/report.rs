@@ -126,7 +126,7 @@ pub fn tables(cs: &[ConfigSummary], reps: usize) -> Vec<Table> {
     let specs: [(&str, &[&str]); 7] = [
         ("Table IV: stream throughput", &["throughput_mbps"]),
         (
-            "Table V: CPU cycles per byte received (receiving CPU)",
+            "Table V: CPU cycles per byte streamed (CPU 0, the guest's machine)",
             &[
                 "cycles_per_byte.driver",
                 "cycles_per_byte.guest",

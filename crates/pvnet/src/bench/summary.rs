@@ -122,14 +122,14 @@ pub const METRICS: &[Metric] = &[
     },
     Metric {
         key: "cpu_busy_pct.rx",
-        label: "CPU 0 (receiver) busy %",
+        label: "CPU 0 (guest side) busy %",
         get: |s| Some(100.0 * s.rx_cpu_busy),
         ratios: false,
         decimals: 0,
     },
     Metric {
         key: "cpu_busy_pct.tx",
-        label: "CPU 1 (sender) busy %",
+        label: "CPU 1 (remote host) busy %",
         get: |s| Some(100.0 * s.tx_cpu_busy),
         ratios: false,
         decimals: 0,
@@ -294,8 +294,15 @@ pub fn summarize(configs: &[String], samples: &[Sample]) -> Vec<ConfigSummary> {
         })
         .collect();
     let base = |name: &str| out.iter().find(|c| c.name == name).cloned();
+    // A transmit configuration (`NAME@tx`) is compared with the transmit baselines.
     let (linux, xen) = (base("linux"), base("xen"));
+    let tx = configs::TX_SUFFIX;
+    let (linux_tx, xen_tx) = (base(&format!("linux{tx}")), base(&format!("xen{tx}")));
     for c in &mut out {
+        let (linux, xen) = match configs::split_direction(&c.name).1 {
+            configs::Direction::Rx => (&linux, &xen),
+            configs::Direction::Tx => (&linux_tx, &xen_tx),
+        };
         for m in METRICS.iter().filter(|m| m.ratios) {
             let x = c.median(m.key);
             let ratio = |b: &Option<ConfigSummary>| {
@@ -303,7 +310,7 @@ pub fn summarize(configs: &[String], samples: &[Sample]) -> Vec<ConfigSummary> {
                 let x = x?;
                 (b > 0.0).then(|| 100.0 * x / b)
             };
-            let (vl, vx) = (ratio(&linux), ratio(&xen));
+            let (vl, vx) = (ratio(linux), ratio(xen));
             c.vs_linux.insert(m.key, vl);
             c.vs_xen.insert(m.key, vx);
         }
@@ -441,6 +448,27 @@ mod tests {
             limit: "receiver".into(),
             ..Sample::default()
         }
+    }
+
+    #[test]
+    fn transmit_configurations_compare_with_the_transmit_baselines() {
+        let samples = vec![
+            sample("linux", 1000.0, false),
+            sample("xen", 500.0, false),
+            sample("linux@tx", 4000.0, false),
+            sample("xen@tx", 2000.0, false),
+            sample("adaptive@tx", 3000.0, false),
+        ];
+        let names: Vec<String> = ["linux", "xen", "linux@tx", "xen@tx", "adaptive@tx"]
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        let cs = summarize(&names, &samples);
+        let c = |n: &str| cs.iter().find(|c| c.name == n).unwrap();
+        assert_eq!(c("xen").vs_linux["throughput_mbps"], Some(50.0));
+        assert_eq!(c("xen@tx").vs_linux["throughput_mbps"], Some(50.0));
+        assert_eq!(c("adaptive@tx").vs_xen["throughput_mbps"], Some(150.0));
+        assert!(c("adaptive@tx").description.contains("from the guest"));
     }
 
     #[test]
