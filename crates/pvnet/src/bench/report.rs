@@ -123,7 +123,7 @@ fn metric_rows(cs: &[ConfigSummary], key: &str, reps: usize) -> Vec<(String, Vec
 
 /// The tables, in the paper's order (Tables IV–VII), then what the paper did not report.
 pub fn tables(cs: &[ConfigSummary], reps: usize) -> Vec<Table> {
-    let specs: [(&str, &[&str]); 7] = [
+    let specs: [(&str, &[&str]); 8] = [
         ("Table IV: stream throughput", &["throughput_mbps"]),
         (
             "Table V: CPU cycles per byte streamed (CPU 0, the guest's machine)",
@@ -146,6 +146,15 @@ pub fn tables(cs: &[ConfigSummary], reps: usize) -> Vec<Table> {
         (
             "Retransmissions and drops per stream",
             &["retransmissions", "dsacked_segments", "port_drops"],
+        ),
+        (
+            "The driver domain's time by stage (its own clock, per packet switched)",
+            &[
+                "stage_ns.port",
+                "stage_ns.aggregation",
+                "stage_ns.switching",
+                "stage_ns.netback",
+            ],
         ),
         (
             "Which side limits the stream",

@@ -121,6 +121,34 @@ pub const METRICS: &[Metric] = &[
         decimals: 0,
     },
     Metric {
+        key: "stage_ns.port",
+        label: "port poll (ns per packet)",
+        get: |s| stage_per_packet(s, "port"),
+        ratios: false,
+        decimals: 0,
+    },
+    Metric {
+        key: "stage_ns.aggregation",
+        label: "aggregation (ns per packet)",
+        get: |s| stage_per_packet(s, "aggregation"),
+        ratios: false,
+        decimals: 0,
+    },
+    Metric {
+        key: "stage_ns.switching",
+        label: "switching (ns per packet)",
+        get: |s| stage_per_packet(s, "switching"),
+        ratios: false,
+        decimals: 0,
+    },
+    Metric {
+        key: "stage_ns.netback",
+        label: "netback (ns per packet)",
+        get: |s| stage_per_packet(s, "netback"),
+        ratios: false,
+        decimals: 0,
+    },
+    Metric {
         key: "cpu_busy_pct.rx",
         label: "CPU 0 (guest side) busy %",
         get: |s| Some(100.0 * s.rx_cpu_busy),
@@ -135,6 +163,14 @@ pub const METRICS: &[Metric] = &[
         decimals: 0,
     },
 ];
+
+/// A stage of the driver domain's data path (`stat`'s `stages_ns`), in nanoseconds per packet
+/// the switching stage handled, over the testbed's life (stream and TCP_RR).
+fn stage_per_packet(s: &Sample, stage: &str) -> Option<f64> {
+    let ns = s.stat["stages_ns"][stage].as_f64()?;
+    let packets = s.stat["daemon"]["stages"]["switched_packets"].as_f64()?;
+    (packets > 0.0).then(|| ns / packets)
+}
 
 pub fn metric(key: &str) -> &'static Metric {
     METRICS
