@@ -59,41 +59,50 @@ pub fn pinned(mut cmd: Command, cpu: usize) -> Command {
 /// Runs `cmd` to its end and collects its output, like [`Command::output`], but kills it when
 /// the bench is interrupted or `limit` passes.
 pub fn output(cmd: &mut Command, what: &str, limit: Duration) -> Result<Output> {
-    output_started(cmd, what, limit, |_| Ok(()), || Ok(()))
+    let mut outs = outputs_started(
+        std::slice::from_mut(cmd),
+        what,
+        limit,
+        |_| Ok(()),
+        || Ok(()),
+    )?;
+    Ok(outs.remove(0))
 }
 
-/// [`output`], calling `started` with the child's pid as soon as it runs, and `ended` once it
-/// has exited but before it is reaped (while its pid still names it): to account for its CPU
-/// time from its first instant to its last.
-pub fn output_started(
-    cmd: &mut Command,
+/// Runs `cmds` at once to their ends and collects their outputs (in the commands' order),
+/// killing them all when the bench is interrupted or `limit` passes. `started` gets every pid
+/// once all run, `ended` is called once all have exited and before any is reaped (while
+/// their pids still name them): to account for their CPU time from their first instant to
+/// their last.
+pub fn outputs_started(
+    cmds: &mut [Command],
     what: &str,
     limit: Duration,
-    started: impl FnOnce(i32) -> Result<()>,
+    started: impl FnOnce(&[i32]) -> Result<()>,
     ended: impl FnOnce() -> Result<()>,
-) -> Result<Output> {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = Guard(cmd.spawn().with_context(|| format!("starting {what}"))?);
-    started(child.pid())?;
-    // Readers in threads: a chatty child never blocks on a full pipe while we poll.
-    let read = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            buf
-        })
-    };
-    let out = read(child.0.stdout.take().map(|r| Box::new(r) as _));
-    let err = read(child.0.stderr.take().map(|r| Box::new(r) as _));
+) -> Result<Vec<Output>> {
+    let mut children = Vec::with_capacity(cmds.len());
+    for cmd in cmds.iter_mut() {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        children.push(Guard(
+            cmd.spawn().with_context(|| format!("starting {what}"))?,
+        ));
+    }
+    let pids: Vec<i32> = children.iter().map(Guard::pid).collect();
+    started(&pids)?;
+    let readers: Vec<_> = (children.iter_mut())
+        .map(|c| (read_all(c.0.stdout.take()), read_all(c.0.stderr.take())))
+        .collect();
     let deadline = Instant::now() + limit;
-    let status = loop {
-        if exited_unreaped(child.pid())? {
-            ended()?;
-            break child.0.wait()?;
+    loop {
+        let mut done = true;
+        for c in &children {
+            done &= exited_unreaped(c.pid())?;
+        }
+        if done {
+            break;
         }
         interrupt::check()?;
         if Instant::now() > deadline {
@@ -103,11 +112,28 @@ pub fn output_started(
             ));
         }
         std::thread::sleep(Duration::from_millis(20));
-    };
-    Ok(Output {
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
+    }
+    ended()?;
+    let mut outs = Vec::with_capacity(children.len());
+    for (c, (out, err)) in children.iter_mut().zip(readers) {
+        outs.push(Output {
+            status: c.0.wait()?,
+            stdout: out.join().unwrap_or_default(),
+            stderr: err.join().unwrap_or_default(),
+        });
+    }
+    Ok(outs)
+}
+
+/// Reads a child's pipe to its end in a thread: a chatty child never blocks on a full pipe
+/// while it is waited for.
+fn read_all(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(mut r) = r {
+            let _ = r.read_to_end(&mut buf);
+        }
+        buf
     })
 }
 

@@ -76,26 +76,77 @@ pub enum Direction {
 /// guest to the remote host.
 pub const TX_SUFFIX: &str = "@tx";
 
-/// A configuration name's base configuration and direction.
-pub fn split_direction(config: &str) -> (&str, Direction) {
-    match config.strip_suffix(TX_SUFFIX) {
-        Some(base) => (base, Direction::Tx),
-        None => (config, Direction::Rx),
+/// The suffix of a configuration run with several guests, each receiving (or sending) its
+/// own stream at once: `xen/g4` is `xen` with 4 guests.
+pub const GUESTS_SUFFIX: &str = "/g";
+
+/// Most guests a bench configuration runs.
+pub const MAX_GUESTS: usize = 16;
+
+/// A configuration name taken apart: `BASE[@tx][/gN]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Name<'a> {
+    pub base: &'a str,
+    pub dir: Direction,
+    /// Guests streaming at once (1 without `/gN`).
+    pub guests: usize,
+}
+
+impl<'a> Name<'a> {
+    /// Takes a configuration name apart (its base is not checked here: see
+    /// [`daemon_config`]). A `/gN` suffix with N outside 1 to [`MAX_GUESTS`] is an error.
+    pub fn parse(config: &'a str) -> Result<Name<'a>> {
+        let (rest, guests) = match config.rsplit_once(GUESTS_SUFFIX) {
+            Some((rest, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                let g: usize = n.parse().unwrap_or(0);
+                if !(1..=MAX_GUESTS).contains(&g) {
+                    bail!("configuration {config:?}: 1 to {MAX_GUESTS} guests, not {n}");
+                }
+                (rest, g)
+            }
+            _ => (config, 1),
+        };
+        let (base, dir) = match rest.strip_suffix(TX_SUFFIX) {
+            Some(base) => (base, Direction::Tx),
+            None => (rest, Direction::Rx),
+        };
+        Ok(Name { base, dir, guests })
+    }
+
+    /// The name of configuration `base` with this one's direction and guests.
+    pub fn with_base(&self, base: &str) -> String {
+        let mut s = base.to_string();
+        if self.dir == Direction::Tx {
+            s.push_str(TX_SUFFIX);
+        }
+        if self.guests > 1 {
+            s.push_str(&format!("{GUESTS_SUFFIX}{}", self.guests));
+        }
+        s
     }
 }
 
 /// What a configuration runs: a named one, or LRO (skb-mode) with any flush policy
 /// (`timeout:USEC`, `every:N`: what `--sweep` uses); `@tx` streams the other way.
 pub fn describe(config: &str) -> String {
-    let (base, dir) = split_direction(config);
-    let d = match CONFIGS.iter().chain(&EXTRA).find(|(n, _)| *n == base) {
+    let Ok(name) = Name::parse(config) else {
+        return config.to_string();
+    };
+    let base = name.base;
+    let mut d = match CONFIGS.iter().chain(&EXTRA).find(|(n, _)| *n == base) {
         Some((_, d)) => d.to_string(),
         None => format!("LRO with flush policy {base}"),
     };
-    match dir {
-        Direction::Rx => d,
-        Direction::Tx => format!("{d}; the stream from the guest to the remote host"),
+    if name.dir == Direction::Tx {
+        d.push_str("; the stream from the guest to the remote host");
     }
+    if name.guests > 1 {
+        d.push_str(&format!(
+            "; {} guests, one stream each, at once",
+            name.guests
+        ));
+    }
+    d
 }
 
 /// Whether the configuration runs a driver domain and a guest (the PV path or the relay).
@@ -105,7 +156,8 @@ pub fn is_pv(config: &str) -> bool {
 
 /// The daemon settings of a configuration.
 pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
-    let config = split_direction(config).0;
+    let name = Name::parse(config)?;
+    let config = name.base;
     let lro = |p: &str| -> Result<Option<LroSettings>> {
         let policy = p
             .parse()
@@ -139,7 +191,7 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
     };
     Ok(DaemonConfig {
         mode,
-        guests: 1,
+        guests: name.guests,
         lro,
         bo,
         gro,
@@ -194,6 +246,25 @@ pub fn parse_sweep_values(s: &str) -> Result<Vec<u32>> {
                 "--sweep-values: {x:?} is not a timeout in microseconds between 1 and {}",
                 lro::HOLD_LIMIT_US
             ),
+        }
+    }
+    v.sort_unstable();
+    v.dedup();
+    if v.is_empty() {
+        bail!("--sweep-values names no value");
+    }
+    Ok(v)
+}
+
+/// Parses `--sweep-values` of `--sweep guests`: guests, 1 to [`MAX_GUESTS`].
+pub fn parse_guest_values(s: &str) -> Result<Vec<u32>> {
+    let mut v = Vec::new();
+    for x in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        match x.parse::<u32>() {
+            Ok(g) if (1..=MAX_GUESTS as u32).contains(&g) => v.push(g),
+            _ => {
+                bail!("--sweep-values: {x:?} is not a number of guests between 1 and {MAX_GUESTS}")
+            }
         }
     }
     v.sort_unstable();
@@ -309,13 +380,28 @@ mod tests {
 
     #[test]
     fn a_transmit_configuration_runs_its_base() {
-        assert_eq!(split_direction("xen@tx"), ("xen", Direction::Tx));
-        assert_eq!(split_direction("timeout:50"), ("timeout:50", Direction::Rx));
+        let n = |c| Name::parse(c).map(|n| (n.base, n.dir)).unwrap();
+        assert_eq!(n("xen@tx"), ("xen", Direction::Tx));
+        assert_eq!(n("timeout:50"), ("timeout:50", Direction::Rx));
         let c = daemon_config("adaptive@tx").unwrap();
         assert_eq!(c.lro.map(|l| l.policy), Some(lro::Policy::Adaptive));
         assert_eq!(daemon_config("linux@tx").unwrap().mode, Mode::Linux);
         assert!(daemon_config("warp@tx").is_err());
         assert!(parse("xen,xen@tx").is_ok());
+    }
+
+    #[test]
+    fn configurations_with_several_guests() {
+        let n = Name::parse("adaptive@tx/g4").unwrap();
+        assert_eq!((n.base, n.dir, n.guests), ("adaptive", Direction::Tx, 4));
+        assert_eq!(n.with_base("linux"), "linux@tx/g4");
+        assert_eq!(Name::parse("xen").unwrap().with_base("linux"), "linux");
+        assert_eq!(daemon_config("xen/g8").unwrap().guests, 8);
+        assert_eq!(daemon_config("timeout:50/g2").unwrap().guests, 2);
+        for bad in ["xen/g0", "xen/g17", "xen/g99999999999999999999"] {
+            assert!(daemon_config(bad).is_err(), "{bad}");
+        }
+        assert!(describe("xen/g4").contains("4 guests"));
     }
 
     #[test]

@@ -57,8 +57,15 @@ pub struct Sample {
     pub run_id: String,
     pub tool: String,
     pub throughput_mbps: f64,
-    /// Bytes the receiver got during the stream.
+    /// Bytes the receivers got during the streams.
     pub bytes: u64,
+    /// Each guest's stream (one entry with one guest), Mbit/s.
+    #[serde(default)]
+    pub per_guest_mbps: Vec<f64>,
+    /// Jain's fairness index of the guests' throughputs (several guests only): 1 when all
+    /// got the same, 1/N when one got everything.
+    #[serde(default)]
+    pub jain: Option<f64>,
     /// Bytes checked against the pattern (the built-in tool; 0 with iperf3).
     pub bytes_verified: u64,
     pub mismatches: u64,
@@ -138,7 +145,10 @@ pub fn run_one(
         measure(
             info,
             cfg.mode,
-            configs::split_direction(config).1,
+            {
+                let name = configs::Name::parse(config)?;
+                (name.dir, name.guests)
+            },
             p,
             progress,
         )
@@ -154,96 +164,133 @@ pub fn run_one(
 fn measure(
     info: &RunInfo,
     mode: Mode,
-    dir: Direction,
+    (dir, guests): (Direction, usize),
     p: &Params,
     progress: &Progress,
 ) -> Result<Sample> {
     let exe = std::env::current_exe()?;
-    let (rx_ns, rx_addr) = match mode {
-        Mode::Linux => (info.dd_ns.clone(), info.dd_addr.clone()),
-        Mode::Xen | Mode::Relay => (info.guest_ns[0].clone(), info.guest_addrs[0].clone()),
+    // The receiving side's hosts: the guests (one stream each), or natively the driver
+    // domain's namespace, which stands for the native host (all streams there).
+    let n = guests.max(1);
+    let hosts: Vec<(String, String)> = match mode {
+        Mode::Linux => vec![(info.dd_ns.clone(), info.dd_addr.clone()); n],
+        Mode::Xen | Mode::Relay => (0..n)
+            .map(|i| (info.guest_ns[i].clone(), info.guest_addrs[i].clone()))
+            .collect(),
     };
-    let rx = Netns::open(&rx_ns)?;
+    let rx = Netns::open(&hosts[0].0)?;
+    let rx_addr = hosts[0].1.clone();
     let remote = Netns::open(&info.remote_ns)?;
     let mut s = Sample {
         tool: format!("{:?}", p.tool).to_lowercase(),
         ..Sample::default()
     };
 
-    // Stream: into the guest (rx: the sender on the remote host, CPU 1) or out of it (tx: the
-    // sender in the guest, CPU 0, the receiver on the remote host). CPU 0 is the guest's
-    // machine either way, and its cost per byte is what is reported.
-    let (srv_ns, srv_cpu, snd_ns, snd_cpu, dst) = match dir {
-        Direction::Rx => (&rx, RX_CPU, &remote, TX_CPU, rx_addr.clone()),
-        Direction::Tx => (&remote, TX_CPU, &rx, RX_CPU, info.remote_addr.clone()),
-    };
-    let mut server = match p.tool {
-        Tool::Builtin => start_builtin_server(&exe, srv_ns, srv_cpu, true)?,
-        Tool::Iperf3 => start_iperf3_server(srv_ns, srv_cpu)?,
-    };
-    wait_listening(srv_ns, &mut server)?;
+    // Streams: into each guest (rx: the senders on the remote host, CPU 1) or out of it (tx:
+    // the senders in the guests, CPU 0, the receivers on the remote host). CPU 0 is the
+    // guests' machine either way, and its cost per byte is what is reported. Stream i uses
+    // port PORT + i.
+    let mut servers = Vec::with_capacity(n);
+    let mut senders = Vec::with_capacity(n);
+    for (i, (ns_name, addr)) in hosts.iter().enumerate() {
+        let host = Netns::open(ns_name)?;
+        let port = PORT + i as u16;
+        let (srv_ns, srv_cpu, snd_ns, snd_cpu, dst) = match dir {
+            Direction::Rx => (&host, RX_CPU, &remote, TX_CPU, addr.clone()),
+            Direction::Tx => (&remote, TX_CPU, &host, RX_CPU, info.remote_addr.clone()),
+        };
+        let mut server = match p.tool {
+            Tool::Builtin => start_builtin_server_on(&exe, srv_ns, srv_cpu, port, true)?,
+            Tool::Iperf3 => start_iperf3_server(srv_ns, srv_cpu, port)?,
+        };
+        wait_listening_on(srv_ns, &mut server, port)?;
+        servers.push(server);
+        senders.push(match p.tool {
+            Tool::Builtin => {
+                let mut c = child::pinned(snd_ns.command(&exe), snd_cpu);
+                c.args([
+                    "perf",
+                    "stream",
+                    &dst,
+                    "--port",
+                    &port.to_string(),
+                    "--duration",
+                    &p.stream_seconds.to_string(),
+                    "--msg-size",
+                    &p.msg_size.to_string(),
+                ]);
+                c
+            }
+            Tool::Iperf3 => {
+                let mut c = child::pinned(snd_ns.command("iperf3"), snd_cpu);
+                c.args([
+                    "-c",
+                    &dst,
+                    "-p",
+                    &port.to_string(),
+                    "-t",
+                    &iperf3_seconds(p.stream_seconds).to_string(),
+                    "-l",
+                    &p.msg_size.to_string(),
+                    "-J",
+                ]);
+                c
+            }
+        });
+    }
     let mut guest_pids: Vec<i32> = info.guest_pids.clone();
     if dir == Direction::Rx {
-        guest_pids.push(server.pid());
+        guest_pids.extend(servers.iter().map(Guard::pid));
     }
     let mut all = guest_pids.clone();
     all.push(info.pid);
     note_others(&mut s, &info.id);
-    // Retransmissions are counted where the sender is.
-    let snmp_before = tcp_counters(snd_ns)?;
+    // Retransmissions are counted where the senders are (one namespace transmitting: the
+    // remote host; transmitting guests: the first guest's, and the others' summed).
+    let snd_nss: Vec<Netns> = match dir {
+        Direction::Rx => vec![Netns::open(&info.remote_ns)?],
+        Direction::Tx => {
+            let mut v = Vec::new();
+            for (ns, _) in &hosts {
+                if !v.iter().any(|x: &Netns| x.name() == ns) {
+                    v.push(Netns::open(ns)?);
+                }
+            }
+            v
+        }
+    };
+    let snmp_before = tcp_counters_sum(&snd_nss)?;
     let drops_before = port_drops(info, mode);
     let limit = Duration::from_secs_f64(p.stream_seconds + 30.0);
     progress.phase(
-        &format!("stream, {} {}-byte sends", s.tool, p.msg_size),
+        &format!(
+            "stream{}, {} {}-byte sends",
+            if n > 1 {
+                format!("s into {n} guests")
+            } else {
+                String::new()
+            },
+            s.tool,
+            p.msg_size
+        ),
         p.stream_seconds,
     );
-    let mut sender = match p.tool {
-        Tool::Builtin => {
-            let mut c = child::pinned(snd_ns.command(&exe), snd_cpu);
-            c.args([
-                "perf",
-                "stream",
-                &dst,
-                "--port",
-                &PORT.to_string(),
-                "--duration",
-                &p.stream_seconds.to_string(),
-                "--msg-size",
-                &p.msg_size.to_string(),
-            ]);
-            c
-        }
-        Tool::Iperf3 => {
-            let mut c = child::pinned(snd_ns.command("iperf3"), snd_cpu);
-            c.args([
-                "-c",
-                &dst,
-                "-p",
-                &PORT.to_string(),
-                "-t",
-                &iperf3_seconds(p.stream_seconds).to_string(),
-                "-l",
-                &p.msg_size.to_string(),
-                "-J",
-            ]);
-            c
-        }
-    };
     let what = match p.tool {
         Tool::Builtin => "the stream sender",
         Tool::Iperf3 => "the iperf3 client",
     };
-    // Transmitting, the sender is the guest's: its CPU time is the guest's from its start.
+    // Transmitting, the senders are the guests': their CPU time is the guests' from their
+    // start to their exit.
     let (mut before, mut after) = (None, None);
     let all = std::cell::RefCell::new(all);
-    let out = child::output_started(
-        &mut sender,
+    let outs = child::outputs_started(
+        &mut senders,
         what,
         limit,
-        |pid| {
+        |pids| {
             if dir == Direction::Tx {
-                guest_pids.push(pid);
-                all.borrow_mut().push(pid);
+                guest_pids.extend_from_slice(pids);
+                all.borrow_mut().extend_from_slice(pids);
             }
             before = Some((
                 cpu::sample(RX_CPU, &all.borrow())?,
@@ -259,13 +306,25 @@ fn measure(
             Ok(())
         },
     )?;
-    let (rx_before, tx_before) = before.expect("sampled when the sender started");
-    let (rx_after, tx_after) = after.expect("sampled when the sender ended");
-    let snmp_after = tcp_counters(snd_ns)?;
-    drop(server);
-    match p.tool {
-        Tool::Builtin => parse_builtin_stream(&out, &mut s),
-        Tool::Iperf3 => parse_iperf3_stream(&out, &mut s),
+    let (rx_before, tx_before) = before.expect("sampled when the senders started");
+    let (rx_after, tx_after) = after.expect("sampled when the senders ended");
+    let snmp_after = tcp_counters_sum(&snd_nss)?;
+    drop(servers);
+    for out in &outs {
+        let mut one = Sample::default();
+        match p.tool {
+            Tool::Builtin => parse_builtin_stream(out, &mut one),
+            Tool::Iperf3 => parse_iperf3_stream(out, &mut one),
+        }
+        s.bytes += one.bytes;
+        s.bytes_verified += one.bytes_verified;
+        s.mismatches += one.mismatches;
+        s.throughput_mbps += one.throughput_mbps;
+        s.per_guest_mbps.push(one.throughput_mbps);
+        s.errors.extend(one.errors);
+    }
+    if n > 1 {
+        s.jain = Some(jain(&s.per_guest_mbps));
     }
     s.retransmissions = snmp_after.retrans.saturating_sub(snmp_before.retrans);
     s.out_segments = snmp_after.out.saturating_sub(snmp_before.out);
@@ -495,8 +554,29 @@ fn parse_iperf3_stream(out: &std::process::Output, s: &mut Sample) {
 }
 
 /// The built-in receiver on the receiving CPU: for one connection (`once`), or until dropped.
+/// Jain's fairness index of `x`: (Σx)² / (n · Σx²).
+pub fn jain(x: &[f64]) -> f64 {
+    let sum: f64 = x.iter().sum();
+    let sq: f64 = x.iter().map(|v| v * v).sum();
+    if x.is_empty() || sq == 0.0 {
+        return 0.0;
+    }
+    sum * sum / (x.len() as f64 * sq)
+}
+
 pub fn start_builtin_server(exe: &Path, rx: &Netns, cpu: usize, once: bool) -> Result<Guard> {
-    let bind = format!("0.0.0.0:{PORT}");
+    start_builtin_server_on(exe, rx, cpu, PORT, once)
+}
+
+/// [`start_builtin_server`] on `port`.
+pub fn start_builtin_server_on(
+    exe: &Path,
+    rx: &Netns,
+    cpu: usize,
+    port: u16,
+    once: bool,
+) -> Result<Guard> {
+    let bind = format!("0.0.0.0:{port}");
     let mut args = vec!["perf", "server", "--bind", &bind];
     if once {
         args.push("--once");
@@ -511,9 +591,9 @@ pub fn start_builtin_server(exe: &Path, rx: &Netns, cpu: usize, once: bool) -> R
     Ok(Guard(c))
 }
 
-fn start_iperf3_server(rx: &Netns, cpu: usize) -> Result<Guard> {
+fn start_iperf3_server(rx: &Netns, cpu: usize, port: u16) -> Result<Guard> {
     let c = child::pinned(rx.command("iperf3"), cpu)
-        .args(["-s", "-1", "-p", &PORT.to_string()])
+        .args(["-s", "-1", "-p", &port.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -525,21 +605,26 @@ fn start_iperf3_server(rx: &Netns, cpu: usize) -> Result<Guard> {
 /// Waits until the receiver listens on [`PORT`] in its namespace: read from the namespace's
 /// socket table, so no probe connection disturbs a one-test server.
 pub fn wait_listening(rx: &Netns, server: &mut Guard) -> Result<()> {
+    wait_listening_on(rx, server, PORT)
+}
+
+/// [`wait_listening`] on `port`.
+pub fn wait_listening_on(rx: &Netns, server: &mut Guard, port: u16) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        if rx.run(|| listening(PORT))?? {
+        if rx.run(|| listening(port))?? {
             return Ok(());
         }
         if let Some(why) = server.exited() {
             bail!(
-                "the receiver in {} exited before it listened on port {PORT} ({why})",
+                "the receiver in {} exited before it listened on port {port} ({why})",
                 rx.name()
             );
         }
         interrupt::check()?;
         if Instant::now() > deadline {
             bail!(
-                "the receiver in {} did not listen on port {PORT} within 10 s",
+                "the receiver in {} did not listen on port {port} within 10 s",
                 rx.name()
             );
         }
@@ -583,6 +668,18 @@ pub struct TcpCounters {
     pub dsacked: u64,
 }
 
+/// [`tcp_counters`] summed over namespaces.
+fn tcp_counters_sum(nss: &[Netns]) -> Result<TcpCounters> {
+    let mut t = TcpCounters::default();
+    for ns in nss {
+        let c = tcp_counters(ns)?;
+        t.retrans += c.retrans;
+        t.out += c.out;
+        t.dsacked += c.dsacked;
+    }
+    Ok(t)
+}
+
 fn tcp_counters(ns: &Netns) -> Result<TcpCounters> {
     let read = |file: &str| -> Result<String> {
         ns.run(|| std::fs::read_to_string(format!("/proc/thread-self/net/{file}")))?
@@ -614,6 +711,16 @@ pub fn proc_counter(text: &str, section: &str, name: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn jain_index() {
+        assert_eq!(jain(&[5.0, 5.0, 5.0, 5.0]), 1.0);
+        assert_eq!(jain(&[8.0, 0.0, 0.0, 0.0]), 0.25);
+        assert!((jain(&[1.0, 2.0]) - 0.9).abs() < 1e-12);
+        assert_eq!(jain(&[]), 0.0);
+        assert_eq!(jain(&[0.0, 0.0]), 0.0);
+    }
+
     use super::*;
 
     #[test]

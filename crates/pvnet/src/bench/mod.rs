@@ -109,9 +109,15 @@ pub struct BenchArgs {
     /// `lro` made 2.55 segments per aggregate.
     #[arg(long, default_value_t = crate::config::DEFAULT_BUDGET)]
     pub budget: usize,
-    /// Microseconds for --sweep timeout, comma-separated (1 to 1000).
-    #[arg(long, default_value = DEFAULT_SWEEP_VALUES)]
-    pub sweep_values: String,
+    /// The values of --sweep, comma-separated: microseconds for `timeout` (1 to 1000; default
+    /// 10,22,46,100,215,464,1000), guests for `guests` (1 to 16; default 1,2,4,8).
+    #[arg(long)]
+    pub sweep_values: Option<String>,
+    /// Guests per configuration, each receiving (or, with @tx, sending) its own stream at once
+    /// from its own sender (1 to 16): the report adds the aggregate, each guest's share and
+    /// Jain's fairness index. Every configuration is then run as `NAME/gN`.
+    #[arg(long, default_value_t = 1)]
+    pub guests: usize,
     /// Which way the streams go: `rx` (remote host → guest, the receive path), `tx` (guest →
     /// remote host: every configuration as `NAME@tx`), or `both`. A configuration named with
     /// `@tx` in --configs streams out of the guest whatever this says.
@@ -130,7 +136,12 @@ pub enum Directions {
 pub enum SweepKind {
     /// The `timeout:USEC` flush policy.
     Timeout,
+    /// The number of guests streaming at once (`NAME/gN`).
+    Guests,
 }
+
+/// The default `--sweep-values` of `--sweep guests`.
+pub const DEFAULT_SWEEP_GUESTS: &str = "1,2,4,8";
 
 /// The pair the paired TCP_RR comparison runs by default: the project asks `adaptive` to stay
 /// within 2 % of `xen`, a difference the between-testbed spread of TCP_RR hides.
@@ -240,9 +251,35 @@ impl Plan {
             (None, None) => configs::all(),
             (None, Some(_)) => configs::parse("xen,adaptive")?,
         };
+        if !(1..=configs::MAX_GUESTS).contains(&args.guests) {
+            bail!(
+                "--guests must be between 1 and {}, got {}",
+                configs::MAX_GUESTS,
+                args.guests
+            );
+        }
+        let with_guests = |c: &String, g: usize| {
+            let n = configs::Name::parse(c).expect("checked by configs::parse");
+            configs::Name { guests: g, ..n }.with_base(n.base)
+        };
+        if args.guests > 1 {
+            configs = configs
+                .iter()
+                .map(|c| with_guests(c, args.guests))
+                .collect();
+        }
         let sweep = match args.sweep {
+            Some(SweepKind::Guests) => {
+                let text = args.sweep_values.as_deref().unwrap_or(DEFAULT_SWEEP_GUESTS);
+                let values = configs::parse_guest_values(text)?;
+                configs = (configs.iter())
+                    .flat_map(|c| values.iter().map(move |&g| with_guests(c, g as usize)))
+                    .collect();
+                None
+            }
             Some(SweepKind::Timeout) => {
-                let values = configs::parse_sweep_values(&args.sweep_values)?;
+                let text = args.sweep_values.as_deref().unwrap_or(DEFAULT_SWEEP_VALUES);
+                let values = configs::parse_sweep_values(text)?;
                 let references = configs.clone();
                 for v in &values {
                     let c = format!("timeout:{v}");
@@ -255,11 +292,12 @@ impl Plan {
             None => None,
         };
         let with_tx = |c: &String| {
-            if configs::split_direction(c).1 == configs::Direction::Tx {
-                c.clone()
-            } else {
-                format!("{c}{}", configs::TX_SUFFIX)
+            let n = configs::Name::parse(c).expect("checked by configs::parse");
+            configs::Name {
+                dir: configs::Direction::Tx,
+                ..n
             }
+            .with_base(n.base)
         };
         configs = match args.direction {
             Directions::Rx => configs,

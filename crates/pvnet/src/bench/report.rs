@@ -174,6 +174,17 @@ pub fn tables(cs: &[ConfigSummary], reps: usize) -> Vec<Table> {
         t.rows
             .push(("limit".into(), cs.iter().map(|c| c.limit.clone()).collect()));
     }
+    // Several guests at once: the aggregate is Table IV's; here how it was shared.
+    if cs.iter().any(|c| c.stats["jain"].is_some()) {
+        out.push(Table {
+            title: "Several guests: how the aggregate was shared".into(),
+            columns: columns.clone(),
+            rows: ["jain", "per_guest_mbps.min", "per_guest_mbps.max"]
+                .iter()
+                .flat_map(|k| metric_rows(cs, k, reps))
+                .collect(),
+        });
+    }
     out
 }
 

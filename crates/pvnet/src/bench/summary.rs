@@ -121,6 +121,33 @@ pub const METRICS: &[Metric] = &[
         decimals: 0,
     },
     Metric {
+        key: "jain",
+        label: "Jain's fairness index",
+        get: |s| s.jain,
+        ratios: false,
+        decimals: 3,
+    },
+    Metric {
+        key: "per_guest_mbps.min",
+        label: "slowest guest (Mbit/s)",
+        get: |s| {
+            s.jain
+                .and(s.per_guest_mbps.iter().copied().reduce(f64::min))
+        },
+        ratios: false,
+        decimals: 0,
+    },
+    Metric {
+        key: "per_guest_mbps.max",
+        label: "fastest guest (Mbit/s)",
+        get: |s| {
+            s.jain
+                .and(s.per_guest_mbps.iter().copied().reduce(f64::max))
+        },
+        ratios: false,
+        decimals: 0,
+    },
+    Metric {
         key: "stage_ns.port",
         label: "port poll (ns per packet)",
         get: |s| stage_per_packet(s, "port"),
@@ -329,16 +356,18 @@ pub fn summarize(configs: &[String], samples: &[Sample]) -> Vec<ConfigSummary> {
             }
         })
         .collect();
-    let base = |name: &str| out.iter().find(|c| c.name == name).cloned();
-    // A transmit configuration (`NAME@tx`) is compared with the transmit baselines.
-    let (linux, xen) = (base("linux"), base("xen"));
-    let tx = configs::TX_SUFFIX;
-    let (linux_tx, xen_tx) = (base(&format!("linux{tx}")), base(&format!("xen{tx}")));
-    for c in &mut out {
-        let (linux, xen) = match configs::split_direction(&c.name).1 {
-            configs::Direction::Rx => (&linux, &xen),
-            configs::Direction::Tx => (&linux_tx, &xen_tx),
-        };
+    // A transmit configuration (`NAME@tx`), or one with several guests (`NAME/gN`), is
+    // compared with the baselines of the same direction and guests.
+    let baselines: Vec<(Option<ConfigSummary>, Option<ConfigSummary>)> = (out.iter())
+        .map(|c| {
+            let base = |b: &str| {
+                let want = configs::Name::parse(&c.name).ok()?.with_base(b);
+                out.iter().find(|o| o.name == want).cloned()
+            };
+            (base("linux"), base("xen"))
+        })
+        .collect();
+    for (c, (linux, xen)) in out.iter_mut().zip(&baselines) {
         for m in METRICS.iter().filter(|m| m.ratios) {
             let x = c.median(m.key);
             let ratio = |b: &Option<ConfigSummary>| {
