@@ -212,6 +212,21 @@ struct Vif {
     child: Option<Child>,
     ready: bool,
     failed: Option<String>,
+    /// Its process is gone and its domain destroyed.
+    destroyed: bool,
+}
+
+/// What the toolstack took back from guests whose process went away, as `pvnet stat` shows it
+/// (under `reclaimed`).
+#[derive(Clone, Debug, Default, Serialize)]
+struct Reclaimed {
+    /// Domains destroyed: vif off the data path, rings unmapped, grant table and memory
+    /// unregistered.
+    domains: u64,
+    /// Their memory, in pages.
+    pages: u64,
+    /// Packets that were queued for them, dropped with their queues.
+    queued_packets: u64,
 }
 
 pub struct Daemon {
@@ -232,6 +247,7 @@ pub struct Daemon {
     next_conn: u32,
     start: Instant,
     stopping: bool,
+    reclaimed: Reclaimed,
 }
 
 /// Blocks SIGINT/SIGTERM/SIGHUP and returns a signalfd for them, so a signal becomes an event
@@ -328,6 +344,7 @@ impl Daemon {
             next_conn: 0,
             start: Instant::now(),
             stopping: false,
+            reclaimed: Reclaimed::default(),
         };
         match d.cfg.mode {
             Mode::Linux => d.testbed.native_addr()?,
@@ -443,6 +460,7 @@ impl Daemon {
             child: None,
             ready: false,
             failed: None,
+            destroyed: false,
         };
         // Xenstore: frontend and backend directories, as the toolstack writes them.
         let dev = xenbus::device_path(domid.0);
@@ -774,7 +792,7 @@ impl Daemon {
                     // The guest went away (exit, crash, or a hostile frontend closing).
                     let _ = self.ep.delete(sock.as_fd());
                     v.ctl = None;
-                    self.guest_gone(dom);
+                    self.destroy_domain(dom);
                     return Ok(());
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
@@ -782,7 +800,7 @@ impl Daemon {
                     eprintln!("pvnet: guest {dom} control message: {e}");
                     let _ = self.ep.delete(sock.as_fd());
                     v.ctl = None;
-                    self.guest_gone(dom);
+                    self.destroy_domain(dom);
                     return Ok(());
                 }
             };
@@ -810,12 +828,36 @@ impl Daemon {
         if let Some(nb) = self.dp.disconnect_vif(dom) {
             let _ = self.ep.delete(nb.evtchn().wait_fd());
             v.stats = nb.stats.clone();
+            // Its queue goes with it (the ring slots they leased go back to the port).
+            self.reclaimed.queued_packets += nb.rx_queued() as u64;
         }
         if v.state != VifState::Disconnected {
             v.state = VifState::Closed;
         }
         self.store.remove_watches_of(DomId(dom));
         let _ = xenbus::set_state(&mut self.store, dom, XenbusState::Closed);
+    }
+
+    /// The guest's process is gone (it exited, crashed or was killed): after its vif, the
+    /// domain itself goes, as Xen destroys a dead domain: its grant table and memory are
+    /// unregistered (the memory is freed with the last mapping of it), its process reaped.
+    fn destroy_domain(&mut self, dom: u16) {
+        self.guest_gone(dom);
+        let Some(v) = self.vifs.get_mut(&dom) else {
+            return;
+        };
+        if v.destroyed {
+            return;
+        }
+        v.destroyed = true;
+        if let Some(c) = v.child.as_mut() {
+            let _ = c.try_wait();
+        }
+        if let Some(mem) = self.hv.domain_memory(DomId(dom)) {
+            self.reclaimed.pages += u64::from(mem.pages());
+        }
+        self.hv.remove_domain(DomId(dom));
+        self.reclaimed.domains += 1;
     }
 
     /// Delivers watch events: guests' watches go to the guest; our own drive netback.
@@ -1046,6 +1088,7 @@ impl Daemon {
             "lro": self.dp.lro_stats(),
             "grant": self.hv.stats(),
             "vifs": vifs,
+            "reclaimed": self.reclaimed,
             "relay": relay,
         })
     }
