@@ -238,6 +238,22 @@ struct Vif {
     /// drains the ring), so the vif is polled again without waiting, as NAPI reschedules a
     /// poll that used its whole budget.
     tx_more: bool,
+    events: VifEvents,
+}
+
+/// How a vif's event channel drove the data path, as `pvnet stat` shows it (`events` of each
+/// vif). A guest that floods its event channel gets at most one poll per wake of the daemon
+/// (an eventfd collapses any number of notifications into one), and each poll does at most a
+/// budget of TX work: the flood shows here, not in the other guests' throughput.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct VifEvents {
+    /// Wakes of the daemon by this vif's event channel.
+    pub wakes: u64,
+    /// Notifications those wakes collected (an eventfd counts them).
+    pub notifications: u64,
+    /// Polls that found nothing to do: no TX request, no RX buffer that a queued packet
+    /// could use.
+    pub idle_polls: u64,
 }
 
 /// The driver domain's data path (see the module documentation).
@@ -409,6 +425,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
                 netback,
                 dirty: false,
                 tx_more: false,
+                events: VifEvents::default(),
             },
         );
         pinned
@@ -846,10 +863,16 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
 
     /// An event from guest `dom`: TX requests, or RX buffers posted.
     pub fn vif_event(&mut self, dom: u16) {
-        if let Some(v) = self.vifs.get(&dom) {
-            v.netback.evtchn().consume();
+        if let Some(v) = self.vifs.get_mut(&dom) {
+            v.events.wakes += 1;
+            v.events.notifications += v.netback.evtchn().consume();
         }
         self.vif_poll(dom);
+    }
+
+    /// How vif `dom`'s event channel drove the path.
+    pub fn vif_events(&self, dom: u16) -> Option<VifEvents> {
+        self.vifs.get(&dom).map(|v| v.events)
     }
 
     /// Polls again the vifs whose last TX poll used its whole budget.
@@ -877,7 +900,10 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             let t = self.clock.ticks();
             let r = nb.tx_poll(tx_budget, |p| out.push((vif_port(dom), p)));
             v.tx_more = r.as_ref().is_ok_and(|&n| n >= tx_budget);
-            let r = r.and_then(|_| nb.rx_flush());
+            let r = r.and_then(|tx| nb.rx_flush().map(|rx| tx + rx));
+            if r == Ok(0) {
+                v.events.idle_polls += 1;
+            }
             self.stats.stages.netback_ticks += self.clock.ticks().wrapping_sub(t);
             r
         };

@@ -1059,6 +1059,7 @@ impl Daemon {
                     "state": v.state,
                     "fatal": v.fatal.map(|f| f.name()),
                     "netback": self.dp.vif_stats(v.domid.0).unwrap_or(&v.stats),
+                    "events": self.dp.vif_events(v.domid.0),
                     "netfront": v.front_stats,
                 })
             })

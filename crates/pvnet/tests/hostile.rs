@@ -286,3 +286,52 @@ fn hostile_frontends_are_disconnected_alone_while_another_guest_streams() {
     });
     let _ = srv.wait();
 }
+
+#[test]
+fn a_guest_flooding_its_event_channel_holds_no_one_back() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("a_guest_flooding_its_event_channel_holds_no_one_back") {
+        return;
+    }
+    // Domain 1 is a real guest; domain 2 connects properly, then notifies without pause.
+    let run = Run::up(&["--guests", "1", "--attach", "1"]);
+    let mut srv = server(&run, "g0", "10.77.0.10");
+    let bytes: u64 = 1 << 30;
+    let r = &run;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let h = Hostile::connect(&run.id, 2);
+    let sent = std::thread::scope(|sc| {
+        let flood = sc.spawn(|| {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                h.evt.notify().unwrap();
+                n += 1;
+            }
+            n
+        });
+        let v = stream(r, "10.77.0.10", bytes);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(v["receiver"]["bytes"].as_u64(), Some(bytes), "{v}");
+        assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0), "{v}");
+        flood.join().unwrap()
+    });
+    let st = run.stat();
+    let vif = st["vifs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["domid"] == 2)
+        .unwrap()
+        .clone();
+    // Flooding is no protocol violation: the vif stays up, and every wake found nothing to do.
+    assert_eq!(vif["state"], "connected", "{vif}");
+    let e = &vif["events"];
+    let (wakes, notes, idle) = (u(&e["wakes"]), u(&e["notifications"]), u(&e["idle_polls"]));
+    assert!(wakes > 0 && idle == wakes, "{e}");
+    // The eventfd collapsed the flood: far fewer wakes than notifications.
+    assert!(notes <= sent && notes > 10 * wakes, "sent {sent}: {e}");
+    let good = &st["vifs"][0];
+    assert_eq!(good["state"], "connected", "{good}");
+    drop(h);
+    let _ = srv.wait();
+}
