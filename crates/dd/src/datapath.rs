@@ -205,6 +205,7 @@ pub struct StageNs {
     pub port: u64,
     pub aggregation: u64,
     pub switching: u64,
+    pub egress: u64,
     pub netback: u64,
     /// Switching time per packet switched.
     pub switching_per_packet: f64,
@@ -221,8 +222,11 @@ pub struct StageTimes {
     /// The aggregation engine: merging each frame, the end of each poll, timer expiries.
     pub aggregation_ticks: u64,
     /// The switch's decision and carrying it out (bridge or routing lookup, linearizing a
-    /// chain, handing the packet to its port's queue or TAP).
+    /// chain, handing the packet to a guest's queue), the sends below excluded.
     pub switching_ticks: u64,
+    /// Sending out of the physical port and writing into TAP ports (system calls; a send on
+    /// the veth runs the peer's receive path in the daemon's thread).
+    pub egress_ticks: u64,
     /// netback: grant copies into the guests (RX flush) and out of them (TX poll).
     pub netback_ticks: u64,
     /// Packets the switching stage handled.
@@ -474,6 +478,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             port: ns(s.port_ticks),
             aggregation: ns(s.aggregation_ticks),
             switching: ns(s.switching_ticks),
+            egress: ns(s.egress_ticks),
             netback: ns(s.netback_ticks),
             switching_per_packet: if s.switched_packets == 0 {
                 0.0
@@ -748,22 +753,30 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
 
     /// Routes what left the aggregation engine (from the physical port).
     fn route_all(&mut self, out: &mut Vec<Packet>) {
-        let t = self.clock.ticks();
+        let (t, e) = (self.clock.ticks(), self.stats.stages.egress_ticks);
         self.stats.stages.switched_packets += out.len() as u64;
         for pkt in out.drain(..) {
             self.route(PORT_PNIC, pkt);
         }
-        self.stats.stages.switching_ticks += self.clock.ticks().wrapping_sub(t);
+        self.charge_switching(t, e);
+    }
+
+    /// Charges the time since `t` to switching, less the sends made meanwhile (egress was
+    /// `e` at `t`).
+    fn charge_switching(&mut self, t: u64, e: u64) {
+        let st = &mut self.stats.stages;
+        let sends = st.egress_ticks.wrapping_sub(e);
+        st.switching_ticks += self.clock.ticks().wrapping_sub(t).saturating_sub(sends);
     }
 
     /// Routes a batch of packets, each from its own ingress port.
     fn route_batch(&mut self, batch: &mut Vec<(PortId, Packet)>) {
-        let t = self.clock.ticks();
+        let (t, e) = (self.clock.ticks(), self.stats.stages.egress_ticks);
         self.stats.stages.switched_packets += batch.len() as u64;
         for (port, pkt) in batch.drain(..) {
             self.route(port, pkt);
         }
-        self.stats.stages.switching_ticks += self.clock.ticks().wrapping_sub(t);
+        self.charge_switching(t, e);
     }
 
     /// Bridges one packet from `ingress`.
@@ -799,6 +812,21 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     }
 
     fn deliver(&mut self, port: PortId, pkt: Packet) {
+        if !self.taps.contains_key(&port) && port != PORT_PNIC {
+            if let Some(v) = port.0.checked_sub(1).and_then(|d| self.vifs.get_mut(&d)) {
+                v.dirty = true;
+                v.netback.rx_enqueue(pkt);
+            }
+            return;
+        }
+        let t0 = self.clock.ticks();
+        self.send(port, pkt);
+        self.stats.stages.egress_ticks += self.clock.ticks().wrapping_sub(t0);
+    }
+
+    /// Sends a packet out of a TAP port or the physical port (a vif's packets were queued by
+    /// [`DataPath::deliver`]).
+    fn send(&mut self, port: PortId, pkt: Packet) {
         if let Some(t) = self.taps.get_mut(&port) {
             let is_stack = port == PORT_DDSTACK;
             match t.port.push(pkt) {
@@ -826,11 +854,6 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             if !ok {
                 self.stats.pnic_send_errors += 1;
             }
-            return;
-        }
-        if let Some(v) = port.0.checked_sub(1).and_then(|d| self.vifs.get_mut(&d)) {
-            v.dirty = true;
-            v.netback.rx_enqueue(pkt);
         }
     }
 
@@ -845,10 +868,12 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
                 failed.push((d, f));
             }
         }
-        self.stats.stages.netback_ticks += self.clock.ticks().wrapping_sub(t);
+        let t1 = self.clock.ticks();
+        self.stats.stages.netback_ticks += t1.wrapping_sub(t);
         for t in self.taps.values_mut() {
             t.port.flush();
         }
+        self.stats.stages.egress_ticks += self.clock.ticks().wrapping_sub(t1);
         for (d, f) in failed {
             self.fail(d, f);
         }
@@ -940,11 +965,10 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             t.counters.rx += 1;
             self.stats.ddtap_rx += u64::from(is_stack);
             let pkt = Packet::linear(vh, buf[VNET_HDR_LEN..n].to_vec());
-            let t = self.clock.ticks();
+            let (t, e) = (self.clock.ticks(), self.stats.stages.egress_ticks);
             self.route(port, pkt);
-            let st = &mut self.stats.stages;
-            st.switching_ticks += self.clock.ticks().wrapping_sub(t);
-            st.switched_packets += 1;
+            self.charge_switching(t, e);
+            self.stats.stages.switched_packets += 1;
         }
         self.tap_buf = buf;
         self.flush_vifs();

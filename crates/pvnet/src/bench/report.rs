@@ -153,6 +153,7 @@ pub fn tables(cs: &[ConfigSummary], reps: usize) -> Vec<Table> {
                 "stage_ns.port",
                 "stage_ns.aggregation",
                 "stage_ns.switching",
+                "stage_ns.egress",
                 "stage_ns.netback",
             ],
         ),

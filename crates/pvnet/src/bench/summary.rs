@@ -169,6 +169,13 @@ pub const METRICS: &[Metric] = &[
         decimals: 0,
     },
     Metric {
+        key: "stage_ns.egress",
+        label: "port sends and TAP writes (ns per packet)",
+        get: |s| stage_per_packet(s, "egress"),
+        ratios: false,
+        decimals: 0,
+    },
+    Metric {
         key: "stage_ns.netback",
         label: "netback (ns per packet)",
         get: |s| stage_per_packet(s, "netback"),
