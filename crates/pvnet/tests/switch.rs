@@ -7,46 +7,21 @@ use common::*;
 
 const GIB: u64 = 1 << 30;
 
-/// Streams `bytes` from namespace `from` to a `perf server` on `port` in `to` (address
-/// `to_addr`), and checks that every byte arrived intact.
-fn flow(run: &Run, from: &str, to: &str, to_addr: &str, port: u16, bytes: u64) {
-    let bind = format!("0.0.0.0:{port}");
-    let mut srv = run.spawn(to, &["perf", "server", "--once", "--bind", &bind]);
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let o = run.exec(
-        from,
-        &[
-            "perf",
-            "stream",
-            to_addr,
-            "--port",
-            &port.to_string(),
-            "--duration",
-            "120",
-            "--bytes",
-            &bytes.to_string(),
-        ],
-    );
-    let ok = o.status.success();
-    if !ok {
-        let _ = srv.kill();
-    }
-    let _ = srv.wait();
-    assert!(ok, "{from} -> {to}: {}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stream json");
-    assert_eq!(v["sent"].as_u64(), Some(bytes), "{v}");
-    assert_eq!(v["receiver"]["bytes"].as_u64(), Some(bytes), "{v}");
-    assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0), "{v}");
+/// Streams `bytes` from `from` to `to` (address `to_addr`) on `port`, intact.
+fn flow_ok(run: &Run, from: &str, to: &str, to_addr: &str, port: u16, bytes: u64) {
+    let v = flow(run, (from, to, to_addr), port, bytes, 120)
+        .unwrap_or_else(|e| panic!("{from} -> {to}: {e}"));
+    assert_intact(&v, bytes);
 }
 
 /// A GiB into guest 0 and one out of it; then one into guest 0 while guest 1 sends one out;
 /// then pings between the guests and to the driver domain.
 fn streams_through(run: &Run) {
-    flow(run, "remote", "g0", "10.77.0.10", 5201, GIB);
-    flow(run, "g0", "remote", "10.77.0.1", 5202, GIB);
+    flow_ok(run, "remote", "g0", "10.77.0.10", 5201, GIB);
+    flow_ok(run, "g0", "remote", "10.77.0.1", 5202, GIB);
     std::thread::scope(|s| {
-        s.spawn(|| flow(run, "remote", "g0", "10.77.0.10", 5203, GIB));
-        s.spawn(|| flow(run, "g1", "remote", "10.77.0.1", 5204, GIB));
+        s.spawn(|| flow_ok(run, "remote", "g0", "10.77.0.10", 5203, GIB));
+        s.spawn(|| flow_ok(run, "g1", "remote", "10.77.0.1", 5204, GIB));
     });
     for (role, dst) in [
         ("g0", "10.77.0.11"),

@@ -227,3 +227,45 @@ pub fn fails_saying(args: &[&str], want: &str) {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains(want), "{args:?}: {err}");
 }
+
+/// Streams `bytes` from namespace `from` to a `perf server` on `port` in namespace `to`
+/// (address `to_addr`), the sender giving up after `cap_secs`; returns the sender's report, or
+/// its error output. Several can run at once on different ports.
+pub fn flow(
+    run: &Run,
+    (from, to, to_addr): (&str, &str, &str),
+    port: u16,
+    bytes: u64,
+    cap_secs: u32,
+) -> Result<serde_json::Value, String> {
+    let bind = format!("0.0.0.0:{port}");
+    let mut srv = run.spawn(to, &["perf", "server", "--once", "--bind", &bind]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let o = run.exec(
+        from,
+        &[
+            "perf",
+            "stream",
+            to_addr,
+            "--port",
+            &port.to_string(),
+            "--duration",
+            &cap_secs.to_string(),
+            "--bytes",
+            &bytes.to_string(),
+        ],
+    );
+    let _ = srv.kill();
+    let _ = srv.wait();
+    if !o.status.success() {
+        return Err(String::from_utf8_lossy(&o.stderr).into_owned());
+    }
+    serde_json::from_slice(&o.stdout).map_err(|e| e.to_string())
+}
+
+/// Checks a [`flow`]'s report: every byte of `bytes` sent and verified.
+pub fn assert_intact(v: &serde_json::Value, bytes: u64) {
+    assert_eq!(v["sent"].as_u64(), Some(bytes), "{v}");
+    assert_eq!(v["receiver"]["bytes"].as_u64(), Some(bytes), "{v}");
+    assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0), "{v}");
+}
