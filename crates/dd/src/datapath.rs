@@ -357,7 +357,11 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     /// Takes vif `dom` off the path (its guest went away) and returns its netback.
     pub fn disconnect_vif(&mut self, dom: u16) -> Option<Netback> {
         self.gate.remove(dom);
-        self.vifs.remove(&dom).map(|v| v.netback)
+        self.vifs.remove(&dom).map(|v| {
+            let mut nb = v.netback;
+            nb.unmap_all();
+            nb
+        })
     }
 
     /// The vifs the path took off for breaking the protocol since the last call.
