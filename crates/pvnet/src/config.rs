@@ -48,6 +48,9 @@ pub struct DaemonConfig {
     /// Slots of the physical port's packet ring (see [`check_ring_frames`]).
     #[serde(default = "default_ring_frames")]
     pub ring_frames: u32,
+    /// How netback moves packet bytes to and from the guests' granted pages (`--grant`).
+    #[serde(default)]
+    pub grant: pvnet_dd::netback::Mechanism,
 }
 
 fn yes() -> bool {
@@ -113,6 +116,7 @@ impl Default for DaemonConfig {
             guest_gso: true,
             gro: false,
             ring_frames: pvnet_pnic::DEFAULT_FRAME_NR,
+            grant: pvnet_dd::netback::Mechanism::Copy,
         }
     }
 }

@@ -75,6 +75,11 @@ enum Cmd {
         /// there, so the sender's work is not charged to the receiving CPU.
         #[arg(long)]
         sender_cpu: Option<usize>,
+        /// How netback moves packet bytes to and from guest memory: `copy` (batched grant
+        /// copy), `map` (map each granted page per packet) or `persistent` (keep the
+        /// mappings of the grants a frontend reuses; negotiated as `feature-persistent`).
+        #[arg(long, default_value = "copy")]
+        grant: pvnet_dd::netback::Mechanism,
         #[command(flatten)]
         lro: LroArgs,
     },
@@ -308,6 +313,7 @@ fn run(cli: Cli) -> Result<()> {
             cpu,
             gro,
             sender_cpu,
+            grant,
             lro,
         } => {
             let settings = lro.settings();
@@ -320,6 +326,9 @@ fn run(cli: Cli) -> Result<()> {
             }
             if mode == Mode::Relay && !lro.guest_gso {
                 bail!("--guest-gso off needs --mode xen (a relayed guest's TAP takes GSO packets)");
+            }
+            if mode != Mode::Xen && grant != pvnet_dd::netback::Mechanism::Copy {
+                bail!("--grant {grant} needs --mode xen (the only mode with grants)");
             }
             config::check_budget(budget)?;
             config::check_ring_frames(ring_frames)?;
@@ -340,6 +349,7 @@ fn run(cli: Cli) -> Result<()> {
                 guest_gso: lro.guest_gso,
                 gro,
                 ring_frames,
+                grant,
             };
             if mode == Mode::Linux && (settings.is_some() || lro.bo) {
                 bail!("--lro and --bo need the driver domain (--mode xen or relay)");
