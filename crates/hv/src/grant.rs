@@ -867,7 +867,7 @@ impl Hypervisor {
         let frame = dom
             .pin(caller, gref.0, bits, !readonly)
             .map_err(|e| e.record(l))?;
-        match PageMapping::new(dom.table.mem.fd(), Pfn(frame), !readonly) {
+        match dom.table.mem.map_page(Pfn(frame), !readonly) {
             Ok(mapping) => {
                 l.maps += 1;
                 Ok((dom, mapping, Pfn(frame), bits))
