@@ -777,16 +777,21 @@ fn persistent_without_the_frontends_promise_is_map() {
 fn netfront_defers_ending_a_grant_the_backend_is_using() {
     let mut p = pair(Mechanism::Persistent);
     p.nf.rx_refill();
-    let g = p.nf.rx_persistent_gref(0).expect("buffer 0 has a persistent grant");
+    let g =
+        p.nf.rx_persistent_gref(0)
+            .expect("buffer 0 has a persistent grant");
     // The backend's mapping of that grant, in the middle of a use.
-    let pm = p
-        .hv
-        .map_grant_persistent(DomId::DRIVER, GUEST, g, false)
-        .unwrap();
+    let pm =
+        p.hv.map_grant_persistent(DomId::DRIVER, GUEST, g, false)
+            .unwrap();
     let access = pm.access(true).unwrap();
     let other = p.nf.rx_persistent_gref(1).unwrap();
     assert!(p.hv.map_grant(DomId::DRIVER, GUEST, other, false).is_ok());
-    assert_eq!(p.nf.end_persistent_grants(), 1, "the grant in use is deferred");
+    assert_eq!(
+        p.nf.end_persistent_grants(),
+        1,
+        "the grant in use is deferred"
+    );
     // Every other grant is gone already: the backend cannot use them any more.
     assert!(p.hv.map_grant(DomId::DRIVER, GUEST, other, false).is_err());
     drop(access);
