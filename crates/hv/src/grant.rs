@@ -1699,6 +1699,63 @@ mod tests {
         );
     }
 
+    /// A writer uses a persistent mapping as fast as it can while the guest ends access at
+    /// an arbitrary moment: once `end_access` has succeeded, the writer's attempts are refused
+    /// and the page never changes again.
+    #[test]
+    fn no_write_through_a_persistent_mapping_after_end_access() {
+        use std::sync::atomic::AtomicBool;
+        for round in 0..40u64 {
+            let mut f = fixture();
+            let r = grant(&mut f, 10, false);
+            let pm =
+                f.hv.map_grant_persistent(DomId::DRIVER, GUEST, r, false)
+                    .unwrap();
+            let stop = AtomicBool::new(false);
+            let wrote = AtomicU64::new(0);
+            let refused = AtomicU64::new(0);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        match pm.access(true) {
+                            Ok(a) => {
+                                let n = wrote.fetch_add(1, Ordering::Relaxed) + 1;
+                                // SAFETY: a writable page mapping, pinned by `a`; 8 bytes at 0.
+                                unsafe { std::ptr::write_volatile(a.ptr().cast::<u64>(), n) };
+                            }
+                            Err(_) => {
+                                refused.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                });
+                while wrote.load(Ordering::Relaxed) == 0 {
+                    std::hint::spin_loop();
+                }
+                for _ in 0..round * 50 {
+                    std::hint::spin_loop();
+                }
+                // Refused while pinned: the guest defers and retries.
+                while !f.gt.end_access(r) {
+                    std::hint::spin_loop();
+                }
+                let mut seen = [0u8; 8];
+                f.mem.read(Pfn(10), 0, &mut seen).unwrap();
+                // Let the writer try again a good number of times.
+                let base = refused.load(Ordering::Relaxed);
+                while refused.load(Ordering::Relaxed) < base + 1000 {
+                    let mut now = [0u8; 8];
+                    f.mem.read(Pfn(10), 0, &mut now).unwrap();
+                    assert_eq!(now, seen, "round {round}: written after end_access");
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
+            let mut now = [0u8; 8];
+            f.mem.read(Pfn(10), 0, &mut now).unwrap();
+            assert_eq!(u64::from_ne_bytes(now), wrote.load(Ordering::Relaxed));
+        }
+    }
+
     #[test]
     fn concurrent_copies_keep_pins_consistent() {
         let mut f = fixture();
