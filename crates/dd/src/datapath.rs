@@ -442,7 +442,11 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             // The MAC is free again (a reconnecting guest registers it anew).
             self.switch.remove_port(vif_port(dom));
         }
-        self.vifs.remove(&dom).map(|v| v.netback)
+        self.vifs.remove(&dom).map(|v| {
+            let mut nb = v.netback;
+            nb.unmap_all();
+            nb
+        })
     }
 
     /// The vifs the path took off for breaking the protocol since the last call.

@@ -26,7 +26,7 @@ use pvnet_pnic::Buf;
 use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
 
 use crate::datapath::{Clock, Phy, TapPort};
-use crate::netback::{Features, Netback};
+use crate::netback::{Config, Features, Netback};
 use crate::packet::Packet;
 
 /// The mock guest's domain id.
@@ -69,6 +69,25 @@ impl MockFrontend {
         features: Features,
         start: RingIdx,
     ) -> io::Result<(MockFrontend, Netback)> {
+        Self::connect_config(data_pages, features, start, Config::default())
+    }
+
+    /// As [`MockFrontend::connect`], with netback's connect-time configuration (its grant
+    /// mechanism).
+    pub fn connect_with(
+        data_pages: u32,
+        features: Features,
+        config: Config,
+    ) -> io::Result<(MockFrontend, Netback)> {
+        Self::connect_config(data_pages, features, RingIdx(0), config)
+    }
+
+    fn connect_config(
+        data_pages: u32,
+        features: Features,
+        start: RingIdx,
+        config: Config,
+    ) -> io::Result<(MockFrontend, Netback)> {
         let pages = FIRST_DATA_PFN + data_pages;
         let mem = Arc::new(GuestMemory::create("mock-guest", pages)?);
         let hv = Arc::new(Hypervisor::new());
@@ -82,13 +101,14 @@ impl MockFrontend {
         gnt.grant_access(tx_ring_ref, DomId::DRIVER, Pfn(TX_RING_PFN), false);
         gnt.grant_access(rx_ring_ref, DomId::DRIVER, Pfn(RX_RING_PFN), false);
         let (front_end, back_end) = channel_pair()?;
-        let nb = Netback::connect(
+        let nb = Netback::connect_with(
             hv.clone(),
             MOCK_DOMID,
             tx_ring_ref,
             rx_ring_ref,
             back_end,
             features,
+            config,
         )
         .map_err(|e| other(format!("netback connect: {e:?}")))?;
         let mock = MockFrontend {
@@ -272,8 +292,9 @@ pub struct MockPhy {
     pub polls: Vec<usize>,
     /// Sends fail while set (counted by the data path as `pnic_send_errors`).
     pub refuse_sends: bool,
-    /// What [`Phy::lease_in_the_way`] and [`Phy::lease_aging`] answer.
-    pub in_the_way: bool,
+    /// How many of the next [`Phy::lease_in_the_way`] checks answer yes (a count, so that
+    /// detaching can get the lease out of the way), and what [`Phy::lease_aging`] answers.
+    pub in_the_way: std::cell::Cell<u32>,
     pub aging: bool,
 }
 
@@ -311,7 +332,9 @@ impl Phy for MockPhy {
     }
 
     fn lease_in_the_way(&self) -> bool {
-        self.in_the_way
+        let n = self.in_the_way.get();
+        self.in_the_way.set(n.saturating_sub(1));
+        n > 0
     }
 
     fn lease_aging(&mut self) -> bool {

@@ -6,17 +6,74 @@
 //! frontend that breaks the protocol makes [`Netback`] return a [`Fatal`]; from then on the
 //! vif touches neither ring again, and the owner disconnects it. Each fatal reason and each
 //! drop has its own counter in [`VifStats`].
+//!
+//! # Grant mechanisms
+//!
+//! How packet bytes cross between the guest's granted pages and the driver domain is chosen
+//! per vif at connect time ([`Config::mechanism`], [`Mechanism`]):
+//!
+//! - **copy** (the default): batched `GNTTABOP_copy`, as Linux netback does since 2.6.x; the
+//!   hypervisor pins, copies and unpins per op.
+//! - **map**: per packet, every granted page is mapped into the driver domain (a real mapping:
+//!   an `mmap` of that page of the guest's memory, `GNTTABOP_map_grant_ref`), the bytes are
+//!   copied through the mapping, and the page is unmapped before the next packet (so
+//!   `grant_maps == grant_unmaps` between packets). On TX the first [`TX_COPY_LEN`] bytes (the
+//!   headers) are grant-copied and only the rest is mapped, as Linux netback does with
+//!   `XEN_NETBACK_TX_COPY_LEN`.
+//! - **persistent**: the backend keeps its mappings of the frontend's grants in a table and
+//!   reuses them (HP Labs' "keep a table of current guest page mappings in netback", and
+//!   blkif's `feature-persistent`). Negotiated through the store: the backend advertises
+//!   `feature-persistent` = 1, the frontend answers `feature-persistent` = 1 when it promises to
+//!   keep reusing a bounded set of grant references (at most [`Config::persistent_max`], by
+//!   default twice the ring size: netfront's 256 RX buffers and 256 TX pages). Without the
+//!   frontend's promise a vif configured `persistent` runs `map`.
+//!
+//! ## Persistent grants: the order of revocation and unmap
+//!
+//! The frontend may end access to any of its grants at any time, and the backend must never
+//! write (or read) a page that is no longer granted to it. Xen's rule that `end_foreign_access`
+//! fails while the grantee holds the entry pinned (`GTF_reading`/`GTF_writing`; Linux then
+//! defers the revocation) holds in pvnet's hv too. A persistent mapping therefore holds **no
+//! pin between uses**: the table keeps the `mmap`, not the pin
+//! ([`pvnet_hv::grant::PersistentMapping`]). The protocol:
+//!
+//! 1. *Use.* Every copy through a table entry first pins the grant
+//!    ([`pvnet_hv::grant::PersistentMapping::access`]), which checks — as a grant copy would —
+//!    that the entry still grants that frame to the driver domain, writable for RX; the bytes
+//!    are copied while the pin is held and the pin is dropped right after (one run of ops of a
+//!    batch).
+//! 2. *Revocation by the frontend.* `end_access` is a compare-and-swap that fails while a pin
+//!    is held, so it can only succeed between two uses; the frontend retries a refused
+//!    revocation later (Linux's deferred list). Once it has succeeded, every later pin fails:
+//!    the backend never touches the page again, though it may still have it mapped.
+//! 3. *Discovery by the backend.* A request naming a revoked grant fails its pin: the entry is
+//!    unmapped (an eviction) and the vif ends with [`Fatal::RxGrantRevoked`] /
+//!    [`Fatal::TxGrantRevoked`] (posting a buffer you no longer grant is a protocol violation,
+//!    as it is under copy). A grant that was ended and granted again for another frame fails
+//!    the frame check: the stale mapping is evicted and the grant mapped afresh (a miss).
+//! 4. *Bound.* A miss when the table is full first evicts every entry whose grant has ended
+//!    or moved (a snapshot check; a wrong snapshot is harmless since step 1 still guards every
+//!    use). If the table is still full the frontend broke its promise:
+//!    [`Fatal::PersistentOverflow`].
+//! 5. *Unmap.* Evicted entries are unmapped at once; every entry is unmapped when the vif is
+//!    disconnected ([`Netback::unmap_all`]) or fails (a [`Fatal`]).
+//!
+//! Under persistent grants the frontend's RX buffers stay granted while it reads them: it
+//! trusts the backend not to write a buffer it has answered (as blkfront trusts blkback), but
+//! it can always take a page back by ending access first.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use pvnet_hv::evtchn::EvtchnEnd;
-use pvnet_hv::grant::{CopyFromGuest, CopyToGuest, GntStatus, GrantMapping, Hypervisor};
+use pvnet_hv::grant::{
+    AccessError, CopyFromGuest, CopyToGuest, GntStatus, GrantMapping, Hypervisor, PersistentMapping,
+};
 use pvnet_hv::{DomId, GrantRef, PAGE_SIZE};
 use pvnet_netif::csum::{vnet_gso_to_xen, vnet_hdr_for};
 use pvnet_netif::*;
 use pvnet_wire::vnet::{self, VirtioNetHdr};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::packet::Packet;
 
@@ -28,6 +85,89 @@ pub const MAX_NON_GSO_FRAME: usize = 1518;
 pub const RX_QUEUE_LIMIT: usize = 1024;
 /// Packets handled per RX batch (one grant-copy call).
 const RX_BATCH: usize = 64;
+/// Bytes of a TX packet's first slot that the `map` mechanism grant-copies rather than maps:
+/// the headers (Linux netback's `XEN_NETBACK_TX_COPY_LEN`).
+pub const TX_COPY_LEN: usize = 128;
+/// Default bound of the persistent-grant table: twice the ring size (a full RX ring of buffers
+/// plus a full TX ring of pages).
+pub const PERSISTENT_MAX: usize = 2 * RxRing::SIZE as usize;
+
+/// How packet bytes cross between the guest's granted pages and the driver domain (see the
+/// module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mechanism {
+    /// Batched grant copy (`GNTTABOP_copy`).
+    #[default]
+    Copy,
+    /// Map each granted page per packet, copy through the mapping, unmap.
+    Map,
+    /// Keep mappings of the frontend's grants in a bounded table and reuse them.
+    Persistent,
+}
+
+impl Mechanism {
+    /// Every mechanism, in the order of the docs.
+    pub const ALL: [Mechanism; 3] = [Mechanism::Copy, Mechanism::Map, Mechanism::Persistent];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Copy => "copy",
+            Mechanism::Map => "map",
+            Mechanism::Persistent => "persistent",
+        }
+    }
+}
+
+impl std::fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Mechanism {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Mechanism::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("unknown grant mechanism {s:?} (copy, map or persistent)"))
+    }
+}
+
+/// netback's connect-time configuration of one vif.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The grant mechanism the vif runs (after negotiation: [`Config::negotiated`]).
+    pub mechanism: Mechanism,
+    /// Most grants the persistent table holds.
+    pub persistent_max: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            mechanism: Mechanism::Copy,
+            persistent_max: PERSISTENT_MAX,
+        }
+    }
+}
+
+impl Config {
+    /// The configuration for a vif whose owner wants `wanted` and whose frontend did or did
+    /// not write `feature-persistent` = 1: `persistent` needs the frontend's promise and
+    /// falls back to `map` without it.
+    pub fn negotiated(wanted: Mechanism, frontend_persistent: bool) -> Config {
+        let mechanism = match wanted {
+            Mechanism::Persistent if !frontend_persistent => Mechanism::Map,
+            m => m,
+        };
+        Config {
+            mechanism,
+            ..Config::default()
+        }
+    }
+}
 
 /// What the frontend advertised in xenstore.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -64,6 +204,17 @@ pub enum Fatal {
     RxBadGref,
     /// Any other RX grant copy failure (read-only grant, not granted to us, ...).
     RxCopyFailed,
+    /// `map`/`persistent`: an RX grant could not be mapped (not granted to us, read-only, bad
+    /// page, ...).
+    RxMapFailed,
+    /// `map`/`persistent`: a TX grant could not be mapped.
+    TxMapFailed,
+    /// `persistent`: an RX request names a grant the frontend has ended access to.
+    RxGrantRevoked,
+    /// `persistent`: a TX request names a grant the frontend has ended access to.
+    TxGrantRevoked,
+    /// `persistent`: the frontend uses more live grants than the table's bound.
+    PersistentOverflow,
 }
 
 impl Fatal {
@@ -80,6 +231,11 @@ impl Fatal {
             Fatal::TxCopyFailed => "tx_copy_failed",
             Fatal::RxBadGref => "rx_bad_gref",
             Fatal::RxCopyFailed => "rx_copy_failed",
+            Fatal::RxMapFailed => "rx_map_failed",
+            Fatal::TxMapFailed => "tx_map_failed",
+            Fatal::RxGrantRevoked => "rx_grant_revoked",
+            Fatal::TxGrantRevoked => "tx_grant_revoked",
+            Fatal::PersistentOverflow => "persistent_overflow",
         }
     }
 }
@@ -126,6 +282,26 @@ pub struct VifStats {
     pub tx_copy_failed: u64,
     pub rx_bad_gref: u64,
     pub rx_copy_failed: u64,
+    pub rx_map_failed: u64,
+    pub tx_map_failed: u64,
+    pub rx_grant_revoked: u64,
+    pub tx_grant_revoked: u64,
+    pub persistent_overflow: u64,
+    /// The grant mechanism of the vif's last connection.
+    pub grant_mechanism: Mechanism,
+    /// Data pages mapped by `map` and `persistent` (ring pages not counted).
+    pub grant_maps: u64,
+    /// Data pages unmapped again.
+    pub grant_unmaps: u64,
+    /// `persistent`: page uses served by a mapping already in the table.
+    pub persistent_hits: u64,
+    /// `persistent`: page uses that had to map the grant first.
+    pub persistent_misses: u64,
+    /// `persistent`: table entries dropped because their grant ended, moved to another frame,
+    /// or was mapped read-only and is now written.
+    pub persistent_evictions: u64,
+    /// `persistent`: grants mapped in the table now.
+    pub persistent_mapped: u64,
 }
 
 impl VifStats {
@@ -142,6 +318,11 @@ impl VifStats {
             Fatal::TxCopyFailed => &mut self.tx_copy_failed,
             Fatal::RxBadGref => &mut self.rx_bad_gref,
             Fatal::RxCopyFailed => &mut self.rx_copy_failed,
+            Fatal::RxMapFailed => &mut self.rx_map_failed,
+            Fatal::TxMapFailed => &mut self.tx_map_failed,
+            Fatal::RxGrantRevoked => &mut self.rx_grant_revoked,
+            Fatal::TxGrantRevoked => &mut self.tx_grant_revoked,
+            Fatal::PersistentOverflow => &mut self.persistent_overflow,
         };
         *c += 1;
     }
@@ -175,6 +356,143 @@ impl TxPartial {
     }
 }
 
+/// Why a page could not be reached through `map` or `persistent`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GrantFail {
+    BadGref,
+    MapFailed,
+    Revoked,
+    Overflow,
+}
+
+impl GrantFail {
+    fn of_map(st: GntStatus) -> GrantFail {
+        if st == GntStatus::BadGntref {
+            GrantFail::BadGref
+        } else {
+            GrantFail::MapFailed
+        }
+    }
+
+    fn fatal(self, rx: bool) -> Fatal {
+        match (self, rx) {
+            (GrantFail::BadGref, true) => Fatal::RxBadGref,
+            (GrantFail::BadGref, false) => Fatal::TxBadGref,
+            (GrantFail::MapFailed, true) => Fatal::RxMapFailed,
+            (GrantFail::MapFailed, false) => Fatal::TxMapFailed,
+            (GrantFail::Revoked, true) => Fatal::RxGrantRevoked,
+            (GrantFail::Revoked, false) => Fatal::TxGrantRevoked,
+            (GrantFail::Overflow, _) => Fatal::PersistentOverflow,
+        }
+    }
+}
+
+/// The persistent-grant table: the backend's mappings of the frontend's grants, indexed by
+/// grant reference, at most `max` of them (see the module docs for the protocol).
+struct PersistentTable {
+    slots: Vec<Option<PersistentMapping>>,
+    live: usize,
+    max: usize,
+}
+
+impl PersistentTable {
+    fn new(nr_entries: u32, max: usize) -> PersistentTable {
+        PersistentTable {
+            slots: (0..nr_entries).map(|_| None).collect(),
+            live: 0,
+            max: max.max(1),
+        }
+    }
+
+    fn evict(&mut self, gref: usize, stats: &mut VifStats) {
+        if self.slots[gref].take().is_some() {
+            self.live -= 1;
+            stats.persistent_evictions += 1;
+            stats.grant_unmaps += 1;
+        }
+    }
+
+    /// Evicts every entry whose grant has ended or moved (a snapshot: each use still pins).
+    fn purge(&mut self, stats: &mut VifStats) {
+        for g in 0..self.slots.len() {
+            if self.slots[g].as_ref().is_some_and(|m| !m.still_granted()) {
+                self.evict(g, stats);
+            }
+        }
+    }
+
+    /// Unmaps everything (disconnect). Not evictions.
+    fn clear(&mut self, stats: &mut VifStats) {
+        for s in self.slots.iter_mut() {
+            if s.take().is_some() {
+                stats.grant_unmaps += 1;
+            }
+        }
+        self.live = 0;
+    }
+
+    /// Runs `f` on the page of grant `gref`, pinned for the call: through the table's mapping
+    /// (a hit), or after mapping the grant into the table (a miss).
+    #[allow(clippy::too_many_arguments)]
+    fn with_page(
+        &mut self,
+        hv: &Hypervisor,
+        domid: DomId,
+        gref: u32,
+        write: bool,
+        stats: &mut VifStats,
+        f: impl FnOnce(*mut u8),
+    ) -> Result<(), GrantFail> {
+        let g = gref as usize;
+        if g >= self.slots.len() {
+            return Err(GrantFail::BadGref);
+        }
+        // Two rounds at most: a stale mapping (the grant moved to another frame) is replaced.
+        for _ in 0..2 {
+            if self.slots[g]
+                .as_ref()
+                .is_some_and(|m| write && !m.writable())
+            {
+                // Mapped read-only for TX, now an RX buffer: map it again writable.
+                self.evict(g, stats);
+            }
+            let hit = self.slots[g].is_some();
+            if !hit {
+                if self.live >= self.max {
+                    self.purge(stats);
+                    if self.live >= self.max {
+                        return Err(GrantFail::Overflow);
+                    }
+                }
+                let m = hv
+                    .map_grant_persistent(DomId::DRIVER, domid, GrantRef(gref), !write)
+                    .map_err(GrantFail::of_map)?;
+                stats.grant_maps += 1;
+                stats.persistent_misses += 1;
+                self.slots[g] = Some(m);
+                self.live += 1;
+            }
+            let m = self.slots[g].as_ref().expect("mapped above");
+            let refused = match m.access(write) {
+                Ok(a) => {
+                    if hit {
+                        stats.persistent_hits += 1;
+                    }
+                    f(a.ptr());
+                    return Ok(());
+                }
+                Err(AccessError::Moved) => false,
+                Err(AccessError::Refused(_)) => true,
+            };
+            self.evict(g, stats);
+            if refused {
+                return Err(GrantFail::Revoked);
+            }
+        }
+        Err(GrantFail::Revoked)
+    }
+}
+
 /// The backend of one connected vif.
 pub struct Netback {
     domid: DomId,
@@ -189,11 +507,14 @@ pub struct Netback {
     fatal: Option<Fatal>,
     /// Scratch for RX requests taken in a batch (reused, no allocation per packet).
     rx_reqs: Vec<RxRequest>,
+    mechanism: Mechanism,
+    persistent: PersistentTable,
     pub stats: VifStats,
 }
 
 impl Netback {
-    /// Connects to rings the frontend granted: maps both ring pages writable.
+    /// Connects to rings the frontend granted: maps both ring pages writable. Runs the
+    /// default mechanism (grant copy).
     pub fn connect(
         hv: Arc<Hypervisor>,
         domid: DomId,
@@ -202,8 +523,33 @@ impl Netback {
         evtchn: EvtchnEnd,
         features: Features,
     ) -> Result<Netback, GntStatus> {
+        Self::connect_with(
+            hv,
+            domid,
+            tx_ref,
+            rx_ref,
+            evtchn,
+            features,
+            Config::default(),
+        )
+    }
+
+    /// [`Netback::connect`] with a connect-time [`Config`] (the grant mechanism).
+    pub fn connect_with(
+        hv: Arc<Hypervisor>,
+        domid: DomId,
+        tx_ref: GrantRef,
+        rx_ref: GrantRef,
+        evtchn: EvtchnEnd,
+        features: Features,
+        config: Config,
+    ) -> Result<Netback, GntStatus> {
         let txm = hv.map_grant(DomId::DRIVER, domid, tx_ref, false)?;
         let rxm = hv.map_grant(DomId::DRIVER, domid, rx_ref, false)?;
+        let nr_entries = match config.mechanism {
+            Mechanism::Persistent => hv.nr_grant_entries(domid).unwrap_or(0),
+            _ => 0,
+        };
         Ok(Netback {
             domid,
             hv,
@@ -216,8 +562,24 @@ impl Netback {
             tx_partial: TxPartial::default(),
             fatal: None,
             rx_reqs: Vec::with_capacity(RX_BATCH * 20),
-            stats: VifStats::default(),
+            mechanism: config.mechanism,
+            persistent: PersistentTable::new(nr_entries, config.persistent_max),
+            stats: VifStats {
+                grant_mechanism: config.mechanism,
+                ..VifStats::default()
+            },
         })
+    }
+
+    /// The grant mechanism this vif runs.
+    pub fn mechanism(&self) -> Mechanism {
+        self.mechanism
+    }
+
+    /// Unmaps every persistent mapping (on disconnect; also done when the vif fails).
+    pub fn unmap_all(&mut self) {
+        self.persistent.clear(&mut self.stats);
+        self.stats.persistent_mapped = 0;
     }
 
     pub fn domid(&self) -> DomId {
@@ -263,6 +625,7 @@ impl Netback {
         if self.fatal.is_none() {
             self.fatal = Some(f);
             self.stats.count_fatal(f);
+            self.unmap_all();
         }
         f
     }
@@ -384,8 +747,11 @@ impl Netback {
     fn rx_copy_batch(&mut self, batch: &[Packet]) -> Result<(), Fatal> {
         // Build the copy ops: ring positions are [data0, extra?, data1, data2, ...] per packet.
         let mut ops: Vec<CopyToGuest<'_>> = Vec::with_capacity(self.rx_reqs.len() + batch.len());
+        // For map and persistent: the packet of each op (a mapping never outlives its packet).
+        let mut op_pkt: Vec<u32> = Vec::new();
+        let track = self.mechanism != Mechanism::Copy;
         let mut slot_base = 0usize;
-        for p in batch {
+        for (pi, p) in batch.iter().enumerate() {
             let has_extra = p.vnet.gso_kind() != vnet::GSO_NONE;
             let mut data_slot = 0usize;
             let mut page_off = 0usize;
@@ -404,22 +770,29 @@ impl Netback {
                         offset: page_off as u16,
                         status: GntStatus::Okay,
                     });
+                    if track {
+                        op_pkt.push(pi as u32);
+                    }
                     page_off += n;
                     rest = &rest[n..];
                 }
             }
             slot_base += Self::rx_slots_needed(p) as usize;
         }
-        self.hv.copy_to_guest(DomId::DRIVER, self.domid, &mut ops);
-        self.stats.rx_copy_batches += 1;
-        self.stats.rx_copy_ops += ops.len() as u64;
-        if let Some(bad) = ops.iter().find(|o| o.status != GntStatus::Okay) {
-            let f = if bad.status == GntStatus::BadGntref {
-                Fatal::RxBadGref
-            } else {
-                Fatal::RxCopyFailed
-            };
-            return Err(self.fail(f));
+        if track {
+            self.rx_write_mapped(&ops, &op_pkt)?;
+        } else {
+            self.hv.copy_to_guest(DomId::DRIVER, self.domid, &mut ops);
+            self.stats.rx_copy_batches += 1;
+            self.stats.rx_copy_ops += ops.len() as u64;
+            if let Some(bad) = ops.iter().find(|o| o.status != GntStatus::Okay) {
+                let f = if bad.status == GntStatus::BadGntref {
+                    Fatal::RxBadGref
+                } else {
+                    Fatal::RxCopyFailed
+                };
+                return Err(self.fail(f));
+            }
         }
         drop(ops);
         // Responses, in the order the requests were taken.
@@ -471,6 +844,133 @@ impl Netback {
             self.stats.rx_packets += 1;
             self.stats.rx_bytes += len as u64;
             self.stats.rx_slots += Self::rx_slots_needed(p) as u64;
+        }
+        Ok(())
+    }
+
+    /// `map` and `persistent` RX: writes each run of ops on one grant of one packet through a
+    /// mapping of that grant's page.
+    fn rx_write_mapped(&mut self, ops: &[CopyToGuest<'_>], op_pkt: &[u32]) -> Result<(), Fatal> {
+        let mut i = 0;
+        while i < ops.len() {
+            let (gref, pkt) = (ops[i].gref, op_pkt[i]);
+            let mut j = i + 1;
+            while j < ops.len() && ops[j].gref == gref && op_pkt[j] == pkt {
+                j += 1;
+            }
+            let run = &ops[i..j];
+            let write_run = |page: *mut u8| {
+                for op in run {
+                    let off = usize::from(op.offset);
+                    if off + op.src.len() <= PAGE_SIZE {
+                        // SAFETY: `page` is a writable mapping of one whole page, pinned for
+                        // this call (map_page / PersistentTable::with_page); the range lies in
+                        // it (checked); `src` is the backend's own packet memory.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                op.src.as_ptr(),
+                                page.add(off),
+                                op.src.len(),
+                            )
+                        }
+                    }
+                }
+            };
+            let r = match self.mechanism {
+                Mechanism::Persistent => self.persistent.with_page(
+                    &self.hv,
+                    self.domid,
+                    gref.0,
+                    true,
+                    &mut self.stats,
+                    write_run,
+                ),
+                _ => self.map_page(gref, true, write_run),
+            };
+            self.stats.persistent_mapped = self.persistent.live as u64;
+            if let Err(e) = r {
+                return Err(self.fail(e.fatal(true)));
+            }
+            i = j;
+        }
+        Ok(())
+    }
+
+    /// `map`: maps grant `gref` (writable if `write`), runs `f` on the page, unmaps it.
+    fn map_page(
+        &mut self,
+        gref: GrantRef,
+        write: bool,
+        f: impl FnOnce(*mut u8),
+    ) -> Result<(), GrantFail> {
+        let m = self
+            .hv
+            .map_grant(DomId::DRIVER, self.domid, gref, !write)
+            .map_err(GrantFail::of_map)?;
+        self.stats.grant_maps += 1;
+        f(m.ptr());
+        drop(m);
+        self.stats.grant_unmaps += 1;
+        Ok(())
+    }
+
+    /// `map` and `persistent` TX: fills `data` from the packet's slots, given as (grant,
+    /// offset in its page, range of `data`). `map` grant-copies the first [`TX_COPY_LEN`]
+    /// bytes and maps the rest.
+    fn tx_read_mapped(
+        &mut self,
+        segs: &[(u32, u16, usize, usize)],
+        data: &mut [u8],
+    ) -> Result<(), Fatal> {
+        let mut segs = segs.to_vec();
+        if self.mechanism == Mechanism::Map {
+            let (gref, off, _, len) = segs[0];
+            let head = len.min(TX_COPY_LEN);
+            let mut ops = [CopyFromGuest {
+                dst: &mut data[..head],
+                gref: GrantRef(gref),
+                offset: off,
+                status: GntStatus::Okay,
+            }];
+            self.hv.copy_from_guest(DomId::DRIVER, self.domid, &mut ops);
+            self.stats.tx_copy_ops += 1;
+            match ops[0].status {
+                GntStatus::Okay => {}
+                GntStatus::BadGntref => return Err(self.fail(Fatal::TxBadGref)),
+                _ => return Err(self.fail(Fatal::TxCopyFailed)),
+            }
+            if head == len {
+                segs.remove(0);
+            } else {
+                segs[0] = (gref, off + head as u16, head, len - head);
+            }
+        }
+        for (gref, off, start, len) in segs {
+            let dst = &mut data[start..start + len];
+            let read = |page: *mut u8| {
+                let off = usize::from(off);
+                if off + dst.len() <= PAGE_SIZE {
+                    // SAFETY: `page` maps one whole page, pinned for this call; the range lies
+                    // in it (checked); `dst` is the backend's own buffer. The guest may change
+                    // the bytes meanwhile: they are only copied here, validated afterwards.
+                    unsafe { std::ptr::copy_nonoverlapping(page.add(off), dst.as_mut_ptr(), len) }
+                }
+            };
+            let r = match self.mechanism {
+                Mechanism::Persistent => self.persistent.with_page(
+                    &self.hv,
+                    self.domid,
+                    gref,
+                    false,
+                    &mut self.stats,
+                    read,
+                ),
+                _ => self.map_page(GrantRef(gref), false, read),
+            };
+            self.stats.persistent_mapped = self.persistent.live as u64;
+            if let Err(e) = r {
+                return Err(self.fail(e.fatal(false)));
+            }
         }
         Ok(())
     }
@@ -592,7 +1092,17 @@ impl Netback {
             status = NETIF_RSP_ERROR;
         }
         let mut data = Vec::new();
-        if status == NETIF_RSP_OKAY {
+        if status == NETIF_RSP_OKAY && self.mechanism != Mechanism::Copy {
+            data = vec![0u8; total];
+            let mut segs = Vec::with_capacity(1 + self.tx_partial.rest.len());
+            segs.push((first.gref, first.offset, 0usize, first_len));
+            let mut at = first_len;
+            for r in &self.tx_partial.rest {
+                segs.push((r.gref, r.offset, at, r.size as usize));
+                at += r.size as usize;
+            }
+            self.tx_read_mapped(&segs, &mut data)?;
+        } else if status == NETIF_RSP_OKAY {
             data = vec![0u8; total];
             let mut ops: Vec<CopyFromGuest<'_>> =
                 Vec::with_capacity(1 + self.tx_partial.rest.len());
@@ -624,6 +1134,8 @@ impl Netback {
                 return Err(self.fail(f));
             }
             drop(ops);
+        }
+        if status == NETIF_RSP_OKAY {
             let blank = first.flags & NETTXF_CSUM_BLANK != 0;
             let valid = first.flags & NETTXF_DATA_VALIDATED != 0;
             match vnet_hdr_for(&data, blank, valid, gso) {

@@ -47,6 +47,8 @@ pub struct FrontendConfig {
     pub rx_ring_ref: GrantRef,
     pub event_channel: u32,
     pub features: Features,
+    /// The frontend wrote `feature-persistent` = 1: it reuses a bounded set of grants.
+    pub persistent: bool,
 }
 
 /// Why a frontend's keys cannot connect it.
@@ -67,8 +69,17 @@ pub enum HandshakeError {
 /// netback's probe of guest `dom`'s vif: advertises its features, goes to `InitWait`, and
 /// watches the frontend's state (token [`watch_token`]).
 pub fn probe(store: &mut Store, dom: u16) -> Result<(), StoreError> {
+    probe_with(store, dom, false)
+}
+
+/// [`probe`], advertising `feature-persistent` when `persistent` (a vif configured for the
+/// persistent grant mechanism).
+pub fn probe_with(store: &mut Store, dom: u16, persistent: bool) -> Result<(), StoreError> {
     let be = backend_path(dom);
     let mut w = |k: &str, v: &str| store.write(DomId::DRIVER, &format!("{be}/{k}"), v);
+    if persistent {
+        w(keys::FEATURE_PERSISTENT, "1")?;
+    }
     w(keys::FEATURE_SG, "1")?;
     w(keys::FEATURE_GSO_TCPV4, "1")?;
     w(keys::FEATURE_GSO_TCPV6, "1")?;
@@ -131,6 +142,7 @@ pub fn read_frontend(store: &Store, dom: u16, port: u32) -> Result<FrontendConfi
             gso_tcpv6: flag(keys::FEATURE_GSO_TCPV6),
             rx_notify: flag(keys::FEATURE_RX_NOTIFY),
         },
+        persistent: flag(keys::FEATURE_PERSISTENT),
     })
 }
 
@@ -189,6 +201,28 @@ mod tests {
         assert_eq!((c.tx_ring_ref, c.rx_ring_ref), (GrantRef(8), GrantRef(9)));
         assert!(c.features.sg && c.features.gso_tcpv4);
         assert!(!c.features.gso_tcpv6 && !c.features.rx_notify);
+        assert!(!c.persistent);
+    }
+
+    #[test]
+    fn persistent_is_advertised_only_when_asked_and_read_back() {
+        let mut s = Store::new();
+        probe(&mut s, 1).unwrap();
+        probe_with(&mut s, 2, true).unwrap();
+        let rd = |s: &Store, d: u16| {
+            s.read(
+                DomId::DRIVER,
+                &format!("{}/{}", backend_path(d), keys::FEATURE_PERSISTENT),
+            )
+            .unwrap()
+        };
+        assert_eq!(rd(&s, 1), None);
+        assert_eq!(rd(&s, 2).as_deref(), Some("1"));
+        frontend(&mut s, 2, &GOOD);
+        frontend(&mut s, 2, &[(keys::FEATURE_PERSISTENT, "1")]);
+        assert!(read_frontend(&s, 2, 1).unwrap().persistent);
+        frontend(&mut s, 2, &[(keys::FEATURE_PERSISTENT, "yes")]);
+        assert!(!read_frontend(&s, 2, 1).unwrap().persistent);
     }
 
     #[test]

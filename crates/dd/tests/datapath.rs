@@ -353,17 +353,24 @@ fn a_full_guest_holds_the_port_back_until_it_stalls() {
 #[test]
 fn leases_in_the_way_are_detached_before_a_sleep() {
     let (mut dp, _clock, _g) = path_with(&[MAC_DST], None, 64);
-    dp.phy_mut().unwrap().in_the_way = true;
-    // The mock stays "in the way" whatever is copied: the fallback copies everything.
+    // In the way before and after the newest buffers are copied: the fallback copies
+    // everything, after which the lease is out of the way.
+    dp.phy_mut().unwrap().in_the_way.set(2);
     dp.before_sleep();
     assert_eq!(dp.stats.sleeps_detaching, 1);
+    assert_eq!(dp.stats.sleeps_detaching_all, 1);
+    // In the way only before: the newest buffers were enough.
+    dp.phy_mut().unwrap().in_the_way.set(1);
+    dp.before_sleep();
+    assert_eq!(dp.stats.sleeps_detaching, 2);
     assert_eq!(dp.stats.sleeps_detaching_all, 1);
     // A port with frames waiting is not slept on: nothing to detach.
     dp.phy_mut()
         .unwrap()
         .inject(&frame_to(MAC_DST, MAC_SRC, 60, 0));
+    dp.phy_mut().unwrap().in_the_way.set(2);
     dp.before_sleep();
-    assert_eq!(dp.stats.sleeps_detaching, 1);
+    assert_eq!(dp.stats.sleeps_detaching, 2);
 }
 
 #[test]

@@ -5,6 +5,15 @@
 //!
 //! The "stack" side is a callback (RX) and a reader (TX), so the same code serves the guest
 //! process (a TAP) and in-process tests.
+//!
+//! With persistent grants ([`Netfront::use_persistent_grants`], after the backend advertised
+//! `feature-persistent` and before anything is posted) each RX buffer and each TX page gets one
+//! grant reference, granted once and reused for every request: at most `RX_BUFS + TX_PAGES`
+//! (512) grants, the bound netback's table holds. Their pages then stay reachable by the backend
+//! between requests; netfront relies on the backend to honour the ring protocol (as blkfront
+//! does with persistent grants) and takes them back with [`Netfront::end_persistent_grants`],
+//! which ends access at once or, for a grant the backend holds pinned at that moment, defers
+//! and retries (as Linux's `gnttab_end_foreign_access`).
 
 use std::io::{self, IoSliceMut};
 use std::sync::Arc;
@@ -126,6 +135,13 @@ pub struct Netfront {
     rx_batch: Vec<PendingRx>,
     /// Their pieces (page, offset, length), back to back.
     rx_batch_pieces: Vec<(Pfn, u16, u16)>,
+    /// Persistent grants are in use.
+    persistent: bool,
+    /// The persistent grant of each RX buffer and each TX page, once granted.
+    rx_pgrant: Vec<Option<GrantRef>>,
+    tx_pgrant: Vec<Option<GrantRef>>,
+    /// Persistent grants whose revocation the backend's pin refused: retried.
+    deferred: Vec<GrantRef>,
     pub stats: FrontStats,
 }
 
@@ -197,6 +213,10 @@ impl Netfront {
             rx_slots: Vec::with_capacity(20),
             rx_batch: Vec::with_capacity(RxRing::SIZE as usize),
             rx_batch_pieces: Vec::with_capacity(RxRing::SIZE as usize),
+            persistent: false,
+            rx_pgrant: vec![None; RX_BUFS as usize],
+            tx_pgrant: vec![None; TX_PAGES as usize],
+            deferred: Vec::new(),
             stats: FrontStats::default(),
         })
     }
@@ -209,6 +229,49 @@ impl Netfront {
     }
     pub fn evtchn(&self) -> &EvtchnEnd {
         &self.evtchn
+    }
+
+    /// Switches to persistent grants (the frontend's `feature-persistent` = 1). Only before the
+    /// first buffer is posted; returns whether it took effect.
+    pub fn use_persistent_grants(&mut self) -> bool {
+        let fresh = self.rx_grant.iter().all(Option::is_none)
+            && self.tx_inflight.iter().all(Option::is_none);
+        if fresh {
+            self.persistent = true;
+        }
+        fresh
+    }
+
+    /// Whether persistent grants are in use.
+    pub fn persistent(&self) -> bool {
+        self.persistent
+    }
+
+    /// The persistent grant of RX buffer `id`, if it has one.
+    pub fn rx_persistent_gref(&self, id: u16) -> Option<GrantRef> {
+        self.rx_pgrant.get(id as usize).copied().flatten()
+    }
+
+    /// Ends access to every persistent grant (teardown: no buffer is posted again afterwards,
+    /// and a backend that still uses one fails its vif). A grant the backend holds pinned at
+    /// this moment is deferred and retried by the next call. Returns the grants still
+    /// deferred.
+    pub fn end_persistent_grants(&mut self) -> usize {
+        self.persistent = false;
+        let mut all: Vec<GrantRef> = std::mem::take(&mut self.deferred);
+        all.extend(self.rx_pgrant.iter_mut().filter_map(Option::take));
+        all.extend(self.tx_pgrant.iter_mut().filter_map(Option::take));
+        for r in &mut self.rx_grant {
+            *r = None;
+        }
+        for g in all {
+            if self.gnt.end_access(g) {
+                self.gnt.free(g);
+            } else {
+                self.deferred.push(g);
+            }
+        }
+        self.deferred.len()
     }
 
     fn notify(&mut self) {
@@ -224,9 +287,18 @@ impl Netfront {
             if self.rx_grant[id as usize].is_some() || self.rx.free_requests() == 0 {
                 continue;
             }
-            let Some(gref) = self.gnt.alloc() else { break };
-            self.gnt
-                .grant_access(gref, self.backend, self.layout.rx_buf(id), false);
+            let gref = match self.rx_pgrant[id as usize] {
+                Some(g) => g,
+                None => {
+                    let Some(gref) = self.gnt.alloc() else { break };
+                    self.gnt
+                        .grant_access(gref, self.backend, self.layout.rx_buf(id), false);
+                    if self.persistent {
+                        self.rx_pgrant[id as usize] = Some(gref);
+                    }
+                    gref
+                }
+            };
             self.rx_grant[id as usize] = Some(gref);
             let at = self.rx.req_prod_pvt().slot(RxRing::SIZE) as usize;
             self.rx_slot_id[at] = id as u16;
@@ -250,6 +322,10 @@ impl Netfront {
         let Some(gref) = slot.take() else {
             return false;
         };
+        if self.persistent {
+            // Stays granted: posted again with the same reference.
+            return true;
+        }
         if self.gnt.end_access(gref) {
             self.gnt.free(gref);
         }
@@ -495,7 +571,9 @@ impl Netfront {
                     self.stats.tx_bad_response += 1;
                     continue;
                 };
-                if self.gnt.end_access(inf.gref) {
+                if self.persistent && self.tx_pgrant[inf.page as usize] == Some(inf.gref) {
+                    self.tx_free_pages.push(inf.page);
+                } else if self.gnt.end_access(inf.gref) {
                     self.gnt.free(inf.gref);
                     self.tx_free_pages.push(inf.page);
                 }
@@ -587,9 +665,18 @@ impl Netfront {
         for i in 0..used {
             let pg = page_at(&self.tx_free_pages, i);
             let id = self.tx_free_ids.pop().expect("room checked");
-            let gref = self.gnt.alloc().expect("grant refs outnumber tx slots");
-            self.gnt
-                .grant_access(gref, self.backend, self.layout.tx_page(pg), true);
+            let gref = match self.tx_pgrant[pg as usize] {
+                Some(g) => g,
+                None => {
+                    let gref = self.gnt.alloc().expect("grant refs outnumber tx slots");
+                    self.gnt
+                        .grant_access(gref, self.backend, self.layout.tx_page(pg), true);
+                    if self.persistent {
+                        self.tx_pgrant[pg as usize] = Some(gref);
+                    }
+                    gref
+                }
+            };
             let seg = (len - i * PAGE_SIZE).min(PAGE_SIZE);
             let mut flags = if i == 0 { flags0 } else { 0 };
             if i + 1 < used {

@@ -90,6 +90,8 @@ fn run_booted(
         grant_frames: info.grant_frames,
     };
     let mut nf = Netfront::new(mem, layout, DomId::DRIVER, evtchn).context("netfront setup")?;
+    // Persistent grants whenever the backend offers them: netfront's buffers are a fixed set.
+    let persistent = bf.persistent && nf.use_persistent_grants();
     publish_and_connect(
         xs,
         &dev,
@@ -102,6 +104,7 @@ fn run_booted(
             (keys::FEATURE_GSO_TCPV4, bf.gso_tcpv4 && info.gso),
             (keys::FEATURE_GSO_TCPV6, bf.gso_tcpv6 && info.gso),
             (keys::FEATURE_RX_NOTIFY, true),
+            (keys::FEATURE_PERSISTENT, persistent),
         ],
     )?;
     nf.rx_refill();

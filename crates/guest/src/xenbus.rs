@@ -173,6 +173,8 @@ pub struct BackendFeatures {
     pub gso_tcpv4: bool,
     pub gso_tcpv6: bool,
     pub rx_copy: bool,
+    /// `feature-persistent`: the backend keeps mappings of grants a frontend reuses.
+    pub persistent: bool,
 }
 
 /// The frontend's half of the handshake up to "rings published": waits for the backend's
@@ -198,6 +200,7 @@ pub fn await_backend(xs: &mut XsClient, device_path: &str) -> Result<(String, Ba
         gso_tcpv4: flag(keys::FEATURE_GSO_TCPV4)?,
         gso_tcpv6: flag(keys::FEATURE_GSO_TCPV6)?,
         rx_copy: flag(keys::FEATURE_RX_COPY)?,
+        persistent: flag(keys::FEATURE_PERSISTENT)?,
     };
     if !f.rx_copy {
         bail!("backend does not offer feature-rx-copy");

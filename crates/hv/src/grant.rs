@@ -1,6 +1,7 @@
 //! The grant table, Xen v1 layout (`xen/include/public/grant_table.h`), and the hypervisor's
 //! grant operations: `GNTTABOP_copy` ([`Hypervisor::copy_to_guest`],
-//! [`Hypervisor::copy_from_guest`]) and grant map/unmap ([`Hypervisor::map_grant`]).
+//! [`Hypervisor::copy_from_guest`]), grant map/unmap ([`Hypervisor::map_grant`]) and persistent
+//! mappings ([`Hypervisor::map_grant_persistent`]).
 //!
 //! A domain's grant table occupies its guest pages `[0, grant_frames)`. Entry `r` is 8 bytes at
 //! byte `8 * r`, little endian: `flags: u16` at 0, `domid: u16` at 2, `frame: u32` at 4. The
@@ -16,6 +17,16 @@
 //! `active_grant_entry`): a tiny spin lock plus reader and writer pin counts. The shared
 //! `GTF_reading`/`GTF_writing` bits are set by the first pin and cleared by the last unpin, so
 //! concurrent copies and long-lived maps of the same grant do not clear each other's pins.
+//!
+//! Ending access while a grant is in use: as in Xen, [`GuestGrantTable::end_access`] refuses
+//! while `GTF_reading`/`GTF_writing` are set, so a [`GrantMapping`] (pinned for its whole life)
+//! holds the grant until it is dropped, and the guest must defer its revocation (Linux's
+//! `gnttab_end_foreign_access` puts such a grant on a deferred list and retries). A
+//! [`PersistentMapping`] is different: the page stays mapped in this process, but the grant is
+//! pinned only for each access ([`PersistentMapping::access`]), which revalidates the entry
+//! (still granted to the caller, same frame, writable if written) exactly as a copy does. So the
+//! guest can end access at any moment no access is running, and once it has, every later
+//! access fails: nothing is ever written through the mapping into a page no longer granted.
 
 use std::collections::HashMap;
 use std::io;
@@ -300,6 +311,10 @@ pub struct GrantStatsSnapshot {
     pub pin_overflow: u64,
     /// Maps that passed validation but whose `mmap` failed.
     pub map_failed: u64,
+    /// Accesses through a persistent mapping (each one pin and unpin).
+    pub persistent_accesses: u64,
+    /// Accesses through a persistent mapping refused because the grant now names another frame.
+    pub persistent_moved: u64,
 }
 
 #[derive(Default)]
@@ -317,6 +332,8 @@ struct Stats {
     bad_page: AtomicU64,
     pin_overflow: AtomicU64,
     map_failed: AtomicU64,
+    persistent_accesses: AtomicU64,
+    persistent_moved: AtomicU64,
 }
 
 macro_rules! stats_fields {
@@ -334,7 +351,9 @@ macro_rules! stats_fields {
             readonly_violation,
             bad_page,
             pin_overflow,
-            map_failed
+            map_failed,
+            persistent_accesses,
+            persistent_moved
         )
     };
 }
@@ -812,6 +831,26 @@ impl Hypervisor {
         readonly: bool,
         l: &mut GrantStatsSnapshot,
     ) -> Result<GrantMapping, GntStatus> {
+        let (dom, mapping, frame, bits) = self.map_pinned(caller, target, gref, readonly, l)?;
+        Ok(GrantMapping {
+            mapping: Some(mapping),
+            dom,
+            gref,
+            frame,
+            bits,
+            stats: self.stats.clone(),
+        })
+    }
+
+    /// Validates and pins the grant and maps its frame; the pin is held on success.
+    fn map_pinned(
+        &self,
+        caller: DomId,
+        target: DomId,
+        gref: GrantRef,
+        readonly: bool,
+        l: &mut GrantStatsSnapshot,
+    ) -> Result<(Arc<Domain>, PageMapping, Pfn, u16), GntStatus> {
         let Some(dom) = self.domain(target) else {
             l.bad_domain += 1;
             return Err(GntStatus::BadDomain);
@@ -828,17 +867,10 @@ impl Hypervisor {
         let frame = dom
             .pin(caller, gref.0, bits, !readonly)
             .map_err(|e| e.record(l))?;
-        match PageMapping::new(dom.table.mem.fd(), Pfn(frame), !readonly) {
+        match dom.table.mem.map_page(Pfn(frame), !readonly) {
             Ok(mapping) => {
                 l.maps += 1;
-                Ok(GrantMapping {
-                    mapping: Some(mapping),
-                    dom,
-                    gref,
-                    frame: Pfn(frame),
-                    bits,
-                    stats: self.stats.clone(),
-                })
+                Ok((dom, mapping, Pfn(frame), bits))
             }
             Err(_) => {
                 dom.unpin(gref.0, bits);
@@ -846,6 +878,37 @@ impl Hypervisor {
                 Err(GntStatus::NoDeviceSpace)
             }
         }
+    }
+
+    /// Maps grant `gref` of `target` into this process for reuse across many accesses (a
+    /// persistent grant mapping): the entry is validated and pinned while the page is mapped,
+    /// then unpinned again. Each later use goes through [`PersistentMapping::access`], which
+    /// pins and revalidates the entry; between accesses the guest may end access at any time.
+    pub fn map_grant_persistent(
+        &self,
+        caller: DomId,
+        target: DomId,
+        gref: GrantRef,
+        readonly: bool,
+    ) -> Result<PersistentMapping, GntStatus> {
+        let mut l = GrantStatsSnapshot::default();
+        let r = self.map_pinned(caller, target, gref, readonly, &mut l).map(
+            |(dom, mapping, frame, bits)| {
+                // Keep the page mapped; give the pin back.
+                dom.unpin(gref.0, bits);
+                PersistentMapping {
+                    mapping,
+                    dom,
+                    caller,
+                    gref,
+                    frame,
+                    writable: !readonly,
+                    stats: self.stats.clone(),
+                }
+            },
+        );
+        self.stats.flush(&l);
+        r
     }
 
     /// Current counters.
@@ -907,6 +970,129 @@ impl Drop for GrantMapping {
         drop(self.mapping.take());
         self.dom.unpin(self.gref.0, self.bits);
         self.stats.unmaps.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Why an access through a [`PersistentMapping`] was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessError {
+    /// The grant is valid but now names another frame than the one mapped: the mapping is
+    /// stale (drop it and map the grant again).
+    Moved,
+    /// The grant refuses the access (revoked, granted to someone else, read-only, ...).
+    Refused(GntStatus),
+}
+
+/// A granted page kept mapped in this process across uses ([`Hypervisor::map_grant_persistent`]).
+/// It holds no pin: the guest may end access at any time; every use takes a pin through
+/// [`PersistentMapping::access`], which fails once access has ended. Unmapped on drop.
+pub struct PersistentMapping {
+    mapping: PageMapping,
+    dom: Arc<Domain>,
+    caller: DomId,
+    gref: GrantRef,
+    frame: Pfn,
+    writable: bool,
+    stats: Arc<Stats>,
+}
+
+impl std::fmt::Debug for PersistentMapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PersistentMapping")
+            .field("gref", &self.gref)
+            .field("frame", &self.frame)
+            .field("writable", &self.writable)
+            .finish()
+    }
+}
+
+impl PersistentMapping {
+    /// The grant this mapping came from.
+    pub fn gref(&self) -> GrantRef {
+        self.gref
+    }
+
+    /// The guest frame mapped (as read at map time).
+    pub fn frame(&self) -> Pfn {
+        self.frame
+    }
+
+    /// Whether the page is mapped read-write.
+    pub fn writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Pins the grant for one access (`write`: to write the page) and checks that it still
+    /// grants the mapped frame to the caller, with write permission if `write`. The pin lasts
+    /// as long as the returned [`GrantAccess`]; while it is held the guest cannot end access.
+    pub fn access(&self, write: bool) -> Result<GrantAccess<'_>, AccessError> {
+        let mut l = GrantStatsSnapshot {
+            persistent_accesses: 1,
+            ..Default::default()
+        };
+        let r = self.access_inner(write, &mut l);
+        self.stats.flush(&l);
+        r
+    }
+
+    fn access_inner(
+        &self,
+        write: bool,
+        l: &mut GrantStatsSnapshot,
+    ) -> Result<GrantAccess<'_>, AccessError> {
+        if write && !self.writable {
+            l.readonly_violation += 1;
+            return Err(AccessError::Refused(GntStatus::GeneralError));
+        }
+        let bits = if write { GTF_WRITING } else { GTF_READING };
+        let frame = self
+            .dom
+            .pin(self.caller, self.gref.0, bits, write)
+            .map_err(|e| AccessError::Refused(e.record(l)))?;
+        if frame != self.frame.0 {
+            self.dom.unpin(self.gref.0, bits);
+            l.persistent_moved += 1;
+            return Err(AccessError::Moved);
+        }
+        Ok(GrantAccess { m: self, bits })
+    }
+
+    /// Whether the grant, read now without pinning, still gives the caller the mapped frame
+    /// (a snapshot: only [`PersistentMapping::access`] makes a use safe).
+    pub fn still_granted(&self) -> bool {
+        let e = self.dom.table.entry(self.gref.0);
+        e.flags & GTF_TYPE_MASK == GTF_PERMIT_ACCESS
+            && e.domid == self.caller.0
+            && e.frame == self.frame.0
+            && !(self.writable && e.flags & GTF_READONLY != 0)
+    }
+}
+
+impl Drop for PersistentMapping {
+    fn drop(&mut self) {
+        // The page mapping unmaps itself (no pin is held between accesses).
+        self.stats.unmaps.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// One pinned access through a [`PersistentMapping`]: the grant cannot be revoked while this
+/// lives. Unpins on drop.
+pub struct GrantAccess<'a> {
+    m: &'a PersistentMapping,
+    bits: u16,
+}
+
+impl GrantAccess<'_> {
+    /// The first byte of the mapped page (4096 bytes; writable if the access was for writing).
+    pub fn ptr(&self) -> *mut u8 {
+        self.m.mapping.ptr()
+    }
+}
+
+impl Drop for GrantAccess<'_> {
+    fn drop(&mut self) {
+        // Release: our accesses happen before the guest can see the pin gone (see `unpin`).
+        self.m.dom.unpin(self.m.gref.0, self.bits);
     }
 }
 
@@ -1431,6 +1617,143 @@ mod tests {
         let r = grant(&mut f, 10, false);
         let m = f.hv.map_grant(DomId::DRIVER, GUEST, r, false).unwrap();
         assert_eq!(m.page_ptr(), m.ptr());
+    }
+
+    #[test]
+    fn persistent_mapping_pins_only_per_access_and_revocation_stops_it() {
+        let mut f = fixture();
+        let r = grant(&mut f, 10, false);
+        let before = f.hv.stats();
+        let pm =
+            f.hv.map_grant_persistent(DomId::DRIVER, GUEST, r, false)
+                .unwrap();
+        // Mapped, but not pinned: the entry's flags are the guest's own again.
+        assert_eq!(f.gt.entry(r).flags, GTF_PERMIT_ACCESS);
+        assert!(pm.still_granted());
+        {
+            let a = pm.access(true).unwrap();
+            assert_eq!(f.gt.entry(r).flags, GTF_PERMIT_ACCESS | GTF_WRITING);
+            // The guest cannot end access during the access.
+            assert!(!f.gt.end_access(r));
+            // SAFETY: one writable page, pinned by `a`.
+            unsafe { std::ptr::copy_nonoverlapping(b"pm".as_ptr(), a.ptr().add(7), 2) };
+        }
+        let mut out = [0u8; 2];
+        f.mem.read(Pfn(10), 7, &mut out).unwrap();
+        assert_eq!(&out, b"pm");
+        // Between accesses it can, and every later access is refused.
+        assert!(f.gt.end_access(r));
+        assert!(!pm.still_granted());
+        assert_eq!(
+            pm.access(true).err(),
+            Some(AccessError::Refused(GntStatus::GeneralError))
+        );
+        assert_eq!(
+            pm.access(false).err(),
+            Some(AccessError::Refused(GntStatus::GeneralError))
+        );
+        assert_eq!(f.gt.entry(r).flags, GTF_INVALID);
+        drop(pm);
+        let s = f.hv.stats();
+        assert_eq!(
+            (
+                s.maps - before.maps,
+                s.unmaps - before.unmaps,
+                s.persistent_accesses,
+                s.general_error
+            ),
+            (1, 1, 3, 2)
+        );
+    }
+
+    #[test]
+    fn persistent_mapping_sees_a_regrant_to_another_frame() {
+        let mut f = fixture();
+        let r = grant(&mut f, 10, false);
+        let pm =
+            f.hv.map_grant_persistent(DomId::DRIVER, GUEST, r, false)
+                .unwrap();
+        assert!(f.gt.end_access(r));
+        f.gt.grant_access(r, DomId::DRIVER, Pfn(11), false);
+        assert!(!pm.still_granted());
+        assert_eq!(pm.access(true).err(), Some(AccessError::Moved));
+        // The refused access left no pin behind.
+        assert_eq!(f.gt.entry(r).flags, GTF_PERMIT_ACCESS);
+        assert_eq!(f.hv.stats().persistent_moved, 1);
+        // Granted again to the mapped frame, read-only: reads work, writes do not.
+        assert!(f.gt.end_access(r));
+        f.gt.grant_access(r, DomId::DRIVER, Pfn(10), true);
+        assert!(pm.access(false).is_ok());
+        assert_eq!(
+            pm.access(true).err(),
+            Some(AccessError::Refused(GntStatus::GeneralError))
+        );
+        assert_eq!(f.hv.stats().readonly_violation, 1);
+        let ro =
+            f.hv.map_grant_persistent(DomId::DRIVER, GUEST, r, true)
+                .unwrap();
+        assert!(!ro.writable());
+        assert_eq!(
+            ro.access(true).err(),
+            Some(AccessError::Refused(GntStatus::GeneralError))
+        );
+    }
+
+    /// A writer uses a persistent mapping as fast as it can while the guest ends access at
+    /// an arbitrary moment: once `end_access` has succeeded, the writer's attempts are refused
+    /// and the page never changes again.
+    #[test]
+    fn no_write_through_a_persistent_mapping_after_end_access() {
+        use std::sync::atomic::AtomicBool;
+        for round in 0..40u64 {
+            let mut f = fixture();
+            let r = grant(&mut f, 10, false);
+            let pm =
+                f.hv.map_grant_persistent(DomId::DRIVER, GUEST, r, false)
+                    .unwrap();
+            let stop = AtomicBool::new(false);
+            let wrote = AtomicU64::new(0);
+            let refused = AtomicU64::new(0);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        match pm.access(true) {
+                            Ok(a) => {
+                                let n = wrote.fetch_add(1, Ordering::Relaxed) + 1;
+                                // SAFETY: a writable page mapping, pinned by `a`; 8 bytes at 0.
+                                unsafe { std::ptr::write_volatile(a.ptr().cast::<u64>(), n) };
+                            }
+                            Err(_) => {
+                                refused.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                });
+                while wrote.load(Ordering::Relaxed) == 0 {
+                    std::hint::spin_loop();
+                }
+                for _ in 0..round * 50 {
+                    std::hint::spin_loop();
+                }
+                // Refused while pinned: the guest defers and retries.
+                while !f.gt.end_access(r) {
+                    std::hint::spin_loop();
+                }
+                let mut seen = [0u8; 8];
+                f.mem.read(Pfn(10), 0, &mut seen).unwrap();
+                // Let the writer try again a good number of times.
+                let base = refused.load(Ordering::Relaxed);
+                while refused.load(Ordering::Relaxed) < base + 1000 {
+                    let mut now = [0u8; 8];
+                    f.mem.read(Pfn(10), 0, &mut now).unwrap();
+                    assert_eq!(now, seen, "round {round}: written after end_access");
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
+            let mut now = [0u8; 8];
+            f.mem.read(Pfn(10), 0, &mut now).unwrap();
+            assert_eq!(u64::from_ne_bytes(now), wrote.load(Ordering::Relaxed));
+        }
     }
 
     #[test]

@@ -147,6 +147,19 @@ impl GuestMemory {
         Ok(GuestMemory { fd, base, pages })
     }
 
+    /// A separate mapping of page `pfn` (a grant map). Unlike [`PageMapping::new`] it does not
+    /// check the file again: this memory was checked sealed against shrinking and at least
+    /// `pages` long when it was made, and a shrink seal cannot be removed; so a map costs one
+    /// `mmap` (and its `munmap`), as a grant map costs Xen one page-table update.
+    pub fn map_page(&self, pfn: Pfn, writable: bool) -> io::Result<PageMapping> {
+        if pfn.0 >= self.pages {
+            return Err(invalid("page beyond guest memory"));
+        }
+        let offset = u64::from(pfn.0) * PAGE_SIZE as u64;
+        let ptr = map_shared(self.fd.as_fd(), PAGE_SIZE, offset, writable, false)?;
+        Ok(PageMapping { ptr, writable })
+    }
+
     /// The memfd, to pass to the guest process or to map single pages.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
@@ -305,6 +318,19 @@ unsafe impl pvnet_netif::RingMemory for PageMapping {
 mod tests {
     use super::*;
     use pvnet_netif::RingMemory;
+
+    #[test]
+    fn map_page_shares_the_page_and_refuses_beyond_memory() {
+        let mem = GuestMemory::create("g", 4).unwrap();
+        assert!(mem.map_page(Pfn(4), false).is_err());
+        let m = mem.map_page(Pfn(3), true).unwrap();
+        // SAFETY: a writable one-page mapping owned by `m`.
+        unsafe { std::ptr::copy_nonoverlapping(b"mp".as_ptr(), m.ptr().add(4094), 2) };
+        let mut out = [0u8; 2];
+        mem.read(Pfn(3), 4094, &mut out).unwrap();
+        assert_eq!(&out, b"mp");
+        assert!(!mem.map_page(Pfn(0), false).unwrap().writable());
+    }
 
     #[test]
     fn create_write_read_roundtrip() {

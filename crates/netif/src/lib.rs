@@ -34,6 +34,9 @@ pub mod keys {
     pub const FEATURE_RX_NOTIFY: &str = "feature-rx-notify";
     pub const FEATURE_RX_COPY: &str = "feature-rx-copy";
     pub const FEATURE_RX_FLIP: &str = "feature-rx-flip";
+    /// Persistent grants (as blkif's): advertised by the backend; written as 1 by a frontend
+    /// that keeps reusing a bounded set of grant references for its RX and TX buffers.
+    pub const FEATURE_PERSISTENT: &str = "feature-persistent";
     pub const MAC: &str = "mac";
     pub const STATE: &str = "state";
     pub const HANDLE: &str = "handle";

@@ -56,6 +56,9 @@ pub struct DaemonConfig {
     /// default rule set.
     #[serde(default)]
     pub rules: Option<String>,
+    /// How netback moves packet bytes to and from the guests' granted pages (`--grant`).
+    #[serde(default)]
+    pub grant: pvnet_dd::netback::Mechanism,
 }
 
 fn yes() -> bool {
@@ -123,6 +126,7 @@ impl Default for DaemonConfig {
             ring_frames: pvnet_pnic::DEFAULT_FRAME_NR,
             switch: pvnet_dd::switch::Mode::Bridge,
             rules: None,
+            grant: pvnet_dd::netback::Mechanism::Copy,
         }
     }
 }

@@ -23,7 +23,7 @@ use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use pvnet_dd::datapath::{self, vif_port, DataPath, PathConfig, TapPort, PORT_DDSTACK};
-use pvnet_dd::netback::{Fatal, Netback, VifStats};
+use pvnet_dd::netback::{Config as NetbackConfig, Fatal, Mechanism, Netback, VifStats};
 use pvnet_dd::nf::Filter;
 use pvnet_dd::packet::Packet;
 use pvnet_dd::switch;
@@ -484,7 +484,7 @@ impl Daemon {
         )?;
         w(st, format!("{be}/{}", keys::HANDLE), "0")?;
         w(st, format!("{be}/{}", keys::MAC), &format_mac(&mac))?;
-        xenbus::probe(st, domid.0)?;
+        xenbus::probe_with(st, domid.0, self.cfg.grant == Mechanism::Persistent)?;
 
         let boot = BootInfo {
             domid: domid.0,
@@ -909,13 +909,14 @@ impl Daemon {
             .evtchn_back
             .take()
             .ok_or_else(|| anyhow!("event channel already bound"))?;
-        let nb = match Netback::connect(
+        let nb = match Netback::connect_with(
             self.hv.clone(),
             DomId(dom),
             fe.tx_ring_ref,
             fe.rx_ring_ref,
             evt,
             fe.features,
+            NetbackConfig::negotiated(self.cfg.grant, fe.persistent),
         ) {
             Ok(nb) => nb,
             Err(st) => bail!("mapping the frontend's rings failed: {st:?}"),

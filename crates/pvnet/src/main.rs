@@ -87,6 +87,11 @@ enum Cmd {
         /// crates/dd/rules/default.rules).
         #[arg(long)]
         rules: Option<std::path::PathBuf>,
+        /// How netback moves packet bytes to and from guest memory: `copy` (batched grant
+        /// copy), `map` (map each granted page per packet) or `persistent` (keep the
+        /// mappings of the grants a frontend reuses; negotiated as `feature-persistent`).
+        #[arg(long, default_value = "copy")]
+        grant: pvnet_dd::netback::Mechanism,
         #[command(flatten)]
         lro: LroArgs,
     },
@@ -335,6 +340,7 @@ fn run(cli: Cli) -> Result<()> {
             sender_cpu,
             switch,
             rules,
+            grant,
             lro,
         } => {
             let settings = lro.settings();
@@ -347,6 +353,9 @@ fn run(cli: Cli) -> Result<()> {
             }
             if mode == Mode::Relay && !lro.guest_gso {
                 bail!("--guest-gso off needs --mode xen (a relayed guest's TAP takes GSO packets)");
+            }
+            if mode != Mode::Xen && grant != pvnet_dd::netback::Mechanism::Copy {
+                bail!("--grant {grant} needs --mode xen (the only mode with grants)");
             }
             config::check_budget(budget)?;
             config::check_ring_frames(ring_frames)?;
@@ -376,6 +385,7 @@ fn run(cli: Cli) -> Result<()> {
                 ring_frames,
                 switch,
                 rules,
+                grant,
             };
             if mode == Mode::Linux && (settings.is_some() || lro.bo) {
                 bail!("--lro and --bo need the driver domain (--mode xen or relay)");

@@ -2,6 +2,7 @@
 //! the flush policies the paper left open), and the daemon settings of each.
 
 use anyhow::{bail, Context, Result};
+use pvnet_dd::netback::Mechanism;
 use pvnet_dd::{lro, switch};
 
 use crate::admin::{LroChange, SetRequest};
@@ -39,7 +40,15 @@ pub const CONFIGS: [(&str, &str); 8] = [
 /// Named configurations outside the default set: the floor of this emulation, and the
 /// switching alternatives (`--configs linux,xen,relay,route,...`). Not in the default run,
 /// which must stay under 5 minutes.
-pub const EXTRA: [(&str, &str); 4] = [
+pub const EXTRA: [(&str, &str); 6] = [
+    (
+        "map",
+        "the PV path with netback mapping each granted page per packet instead of grant copy",
+    ),
+    (
+        "persistent",
+        "the PV path with persistent grants: netback keeps its mappings of the guest's buffers",
+    ),
     (
         "relay",
         "the floor: packet ring and TAP only, the daemon writes each frame into the guest's TAP (no Xen)",
@@ -167,10 +176,15 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
             mode: lro::Mode::Skb,
         }))
     };
+    let grant = match config {
+        "map" => Mechanism::Map,
+        "persistent" => Mechanism::Persistent,
+        _ => Mechanism::Copy,
+    };
     let (mode, lro, bo, gro) = match config {
         "linux" => (Mode::Linux, None, false, false),
         "linux-gro" => (Mode::Linux, None, false, true),
-        "xen" => (Mode::Xen, None, false, false),
+        "xen" | "map" | "persistent" => (Mode::Xen, None, false, false),
         "lro" => (Mode::Xen, lro("poll")?, false, false),
         "bo" => (Mode::Xen, lro("poll")?, true, false),
         "da" => (Mode::Xen, lro("every:2")?, false, false),
@@ -195,6 +209,7 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         lro,
         bo,
         gro,
+        grant,
         // The remote host's input (ACKs) runs on the sender's CPU: the sender's work is not
         // charged to the receiving CPU.
         sender_cpu: Some(TX_CPU),
@@ -284,6 +299,9 @@ pub fn set_request(config: &str) -> Result<SetRequest> {
     if c.mode != Mode::Xen {
         bail!("{config} is not a PV configuration (the xen path, with or without aggregation): it cannot be switched to on a running testbed");
     }
+    if c.grant != Mechanism::Copy {
+        bail!("{config} chooses netback's grant mechanism, which is fixed when a vif connects: it cannot be switched to on a running testbed");
+    }
     Ok(match &c.lro {
         Some(l) => SetRequest {
             port: None,
@@ -320,6 +338,15 @@ mod tests {
         assert!(!daemon_config("linux").unwrap().gro);
         assert!(!is_pv("linux-gro") && is_pv("xen") && !has_lro("xen") && has_lro("da"));
         assert!(daemon_config("bo").unwrap().bo);
+        assert_eq!(daemon_config("map").unwrap().grant, Mechanism::Map);
+        assert_eq!(
+            daemon_config("persistent").unwrap().grant,
+            Mechanism::Persistent
+        );
+        assert_eq!(daemon_config("xen").unwrap().grant, Mechanism::Copy);
+        assert!(is_pv("map") && !has_lro("persistent"));
+        assert!(!all().iter().any(|c| c == "map" || c == "persistent"));
+        assert!(set_request("persistent").is_err() && set_request("map").is_err());
     }
 
     #[test]
