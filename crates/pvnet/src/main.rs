@@ -59,6 +59,11 @@ enum Cmd {
         /// stay warmer in the cache, but the kernel drops what arrives while they are full.
         #[arg(long, default_value_t = pvnet_pnic::DEFAULT_FRAME_NR)]
         ring_frames: u32,
+        /// MTU of the wire, the physical port, the driver domain's stack and the guests'
+        /// interfaces, 1280 to 65535 (a TAP takes at most 65521: the PV modes stop there).
+        /// The packet ring's slots, and what netback accepts from a guest, follow it.
+        #[arg(long, default_value_t = config::DEFAULT_MTU)]
+        mtu: u32,
         /// Extra domains served to an external frontend through a socket (for tests).
         #[arg(long, default_value_t = 0, hide = true)]
         attach: usize,
@@ -303,6 +308,7 @@ fn run(cli: Cli) -> Result<()> {
             id,
             budget,
             ring_frames,
+            mtu,
             attach,
             foreground,
             cpu,
@@ -311,6 +317,7 @@ fn run(cli: Cli) -> Result<()> {
             lro,
         } => {
             let settings = lro.settings();
+            config::check_mtu(mtu)?;
             need_root("up")?;
             if guests == 0 && mode != Mode::Linux && attach == 0 {
                 bail!("--guests must be at least 1");
@@ -340,6 +347,7 @@ fn run(cli: Cli) -> Result<()> {
                 guest_gso: lro.guest_gso,
                 gro,
                 ring_frames,
+                mtu,
             };
             if mode == Mode::Linux && (settings.is_some() || lro.bo) {
                 bail!("--lro and --bo need the driver domain (--mode xen or relay)");
