@@ -235,6 +235,10 @@ enum PerfCmd {
         to: std::net::Ipv4Addr,
         #[arg(long, default_value_t = 3)]
         count: u32,
+        /// ICMP payload bytes per request (`ping -s`), sent with Don't Fragment: 8972 makes a
+        /// 9000-byte IP packet. A reply counts only with its payload intact.
+        #[arg(long, default_value_t = pvnet_perf::ping::DEFAULT_PAYLOAD)]
+        size: usize,
     },
     /// Request/response transactions; prints rate and latency percentiles as JSON.
     Rr {
@@ -611,13 +615,15 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             }
             Ok(())
         }
-        PerfCmd::Ping { to, count } => {
-            let r = pvnet_perf::ping::ping(
+        PerfCmd::Ping { to, count, size } => {
+            let r = pvnet_perf::ping::ping_sized(
                 to,
                 count,
                 Duration::from_millis(200),
                 Duration::from_secs(2),
-            )?;
+                size,
+            )
+            .with_context(|| format!("ping {to} with {size} bytes of payload"))?;
             println!("{}", serde_json::to_string(&r)?);
             if r.received != r.sent {
                 bail!(
