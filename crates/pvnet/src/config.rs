@@ -163,10 +163,13 @@ mod tests {
         v.as_object_mut().unwrap().remove("mtu");
         let c: DaemonConfig = serde_json::from_value(v).unwrap();
         assert_eq!(c.mtu, 1500);
-        let c: DaemonConfig = serde_json::from_value(serde_json::to_value(DaemonConfig {
-            mtu: 9000,
-            ..DaemonConfig::default()
-        }).unwrap())
+        let c: DaemonConfig = serde_json::from_value(
+            serde_json::to_value(DaemonConfig {
+                mtu: 9000,
+                ..DaemonConfig::default()
+            })
+            .unwrap(),
+        )
         .unwrap();
         assert_eq!(c.mtu, 9000);
     }

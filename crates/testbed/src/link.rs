@@ -203,6 +203,38 @@ pub fn get_mtu(name: &str) -> Result<u32> {
         .ok_or_else(|| anyhow!("{name} has no MTU attribute"))
 }
 
+/// A link's packet counters (`IFLA_STATS64`), as `ip -s link` shows them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkCounters {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    /// For a veth: a frame its peer sent and it refused (too long for its MTU, say) counts
+    /// as `rx_dropped` here and as `tx_dropped` on the peer.
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+}
+
+/// Reads the link's counters.
+pub fn counters(name: &str) -> Result<LinkCounters> {
+    link_by_name(name)?
+        .attributes
+        .iter()
+        .find_map(|a| match a {
+            LinkAttribute::Stats64(s) => Some(LinkCounters {
+                rx_packets: s.rx_packets,
+                tx_packets: s.tx_packets,
+                rx_bytes: s.rx_bytes,
+                tx_bytes: s.tx_bytes,
+                rx_dropped: s.rx_dropped,
+                tx_dropped: s.tx_dropped,
+            }),
+            _ => None,
+        })
+        .ok_or_else(|| anyhow!("{name} reports no counters"))
+}
+
 /// Sets the MAC address.
 pub fn set_mac(name: &str, mac: [u8; 6]) -> Result<()> {
     set_link(name, "set address", |m| {

@@ -174,7 +174,11 @@ fn veth_create_move_addr_up() {
     let err = format!("{:#}", link::set_mtu(&a, 65536).unwrap_err());
     assert!(err.contains(&format!("MTU 65536 on {a}")), "{err}");
     assert!(err.contains("68 to 65535"), "{err}");
-    assert_eq!(link::get_mtu(&a).unwrap(), 65535, "unchanged after the refusal");
+    assert_eq!(
+        link::get_mtu(&a).unwrap(),
+        65535,
+        "unchanged after the refusal"
+    );
     link::set_mtu(&a, 1400).unwrap();
     let mac = [0x02, 0x70, 0x76, 0xaa, 0xbb, 0xcc];
     link::set_mac(&a, mac).unwrap();
