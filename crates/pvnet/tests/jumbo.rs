@@ -369,3 +369,51 @@ fn bad_mtu_values_are_refused() {
     assert_eq!(mtu_in(&run, "remote", &rif), 65535);
     assert_eq!(mtu_in(&run, "dd", &pif), 65535);
 }
+
+#[test]
+fn bench_runs_every_configuration_at_the_mtu_and_records_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("bench_runs_every_configuration_at_the_mtu_and_records_it") {
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("pvnet-bench-{}", unique_id()));
+    ok(&[
+        "bench",
+        "--quick",
+        "--configs",
+        "linux,xen,adaptive",
+        "--paired-rounds",
+        "0",
+        "--mtu",
+        "9000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let p = &v["parameters"];
+    assert_eq!(u(&p["mtu"]), 9000, "{p}");
+    assert_eq!(
+        u(&p["ring_frame_size"]),
+        u64::from(pvnet_pnic::frame_size_for_mtu(9000)),
+        "{p}"
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("MTU 9000 on the wire"), "{report}");
+    let samples = v["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 6, "a warm-up and a repetition of each");
+    for s in samples {
+        assert!(s["throughput_mbps"].as_f64().unwrap() > 0.0, "{s}");
+        if s["config"] != "linux" {
+            // The PV testbeds' ports ran at the MTU and carried jumbo frames.
+            let pn = &s["stat"]["pnic"];
+            assert_eq!(u(&pn["mtu"]), 9000, "{pn}");
+            assert!(
+                u(&pn["rx_bytes"]) / u(&pn["rx_frames"]).max(1) > 4000,
+                "{pn}"
+            );
+            assert_eq!(u(&pn["rx_truncated"]), 0, "{pn}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
