@@ -417,3 +417,25 @@ fn bench_runs_every_configuration_at_the_mtu_and_records_it() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn jumbo_9000_through_the_relay() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("jumbo_9000_through_the_relay") {
+        return;
+    }
+    let run = Run::up(&["--mode", "relay", "--mtu", "9000"]);
+    assert_eq!(mtu_in(&run, "g0", "eth0"), 9000);
+    for (from, to) in [("remote", "10.77.0.10"), ("g0", "10.77.0.1")] {
+        let o = ping_sized(&run, from, to, JUMBO_PING);
+        assert!(
+            o.status.success(),
+            "{from} -> {to}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    stream_intact(&run, "g0", "10.77.0.10", 64 * MIB);
+    let pn = &run.stat()["pnic"];
+    assert!(u(&pn["rx_bytes"]) / u(&pn["rx_frames"]) > 4000, "{pn}");
+    assert_eq!(u(&pn["rx_truncated"]), 0, "{pn}");
+}
