@@ -79,8 +79,11 @@ use crate::packet::Packet;
 
 /// The largest packet a guest may receive or send: 64 KiB of IP plus an Ethernet header.
 pub const MAX_PACKET: usize = 65535 + 14;
-/// Largest non-GSO frame accepted from a guest (MTU 1500 + Ethernet + VLAN tag).
-pub const MAX_NON_GSO_FRAME: usize = 1518;
+/// What an Ethernet frame adds to its MTU-sized payload: the header and a VLAN tag.
+pub const FRAME_OVERHEAD: usize = 18;
+/// Largest non-GSO frame accepted from a guest by default (MTU 1500 + Ethernet + VLAN tag);
+/// [`Netback::set_mtu`] changes it.
+pub const MAX_NON_GSO_FRAME: usize = 1500 + FRAME_OVERHEAD;
 /// Default bound of the queue of packets waiting for RX requests.
 pub const RX_QUEUE_LIMIT: usize = 1024;
 /// Packets handled per RX batch (one grant-copy call).
@@ -503,6 +506,8 @@ pub struct Netback {
     rx: BackRing<RxRing, GrantMapping>,
     rxq: VecDeque<Packet>,
     rxq_limit: usize,
+    /// Largest non-GSO frame taken from the guest; longer ones are refused (`tx_oversize`).
+    max_frame: usize,
     tx_partial: TxPartial,
     fatal: Option<Fatal>,
     /// Scratch for RX requests taken in a batch (reused, no allocation per packet).
@@ -559,6 +564,7 @@ impl Netback {
             rx: BackRing::attach(rxm),
             rxq: VecDeque::new(),
             rxq_limit: RX_QUEUE_LIMIT,
+            max_frame: MAX_NON_GSO_FRAME,
             tx_partial: TxPartial::default(),
             fatal: None,
             rx_reqs: Vec::with_capacity(RX_BATCH * 20),
@@ -597,6 +603,18 @@ impl Netback {
     /// The protocol violation that stopped this vif, if any.
     pub fn fatal(&self) -> Option<Fatal> {
         self.fatal
+    }
+
+    /// Sets the vif's MTU: non-GSO frames from the guest longer than `mtu` plus an Ethernet
+    /// header and a VLAN tag are answered with an error and counted (`tx_oversize`), as a
+    /// NIC refuses what its MTU does not allow. At most [`MAX_PACKET`] (a 64 KiB IP packet).
+    pub fn set_mtu(&mut self, mtu: usize) {
+        self.max_frame = mtu.saturating_add(FRAME_OVERHEAD).min(MAX_PACKET);
+    }
+
+    /// The longest non-GSO frame taken from the guest ([`Netback::set_mtu`]).
+    pub fn max_frame(&self) -> usize {
+        self.max_frame
     }
 
     pub fn set_rx_queue_limit(&mut self, n: usize) {
@@ -1087,7 +1105,7 @@ impl Netback {
         let gso = self.tx_partial.extras.iter().find_map(|e| e.gso());
         let mut vnet_hdr = VirtioNetHdr::default();
         let mut status = NETIF_RSP_OKAY;
-        if gso.is_none() && total > MAX_NON_GSO_FRAME {
+        if gso.is_none() && total > self.max_frame {
             self.stats.tx_oversize += 1;
             status = NETIF_RSP_ERROR;
         }

@@ -26,10 +26,17 @@ pub struct BootInfo {
     /// guest without them must never be handed an aggregate.
     #[serde(default = "yes")]
     pub gso: bool,
+    /// MTU of the guest's interface (the toolstack's `--mtu`; 1500 from one that predates it).
+    #[serde(default = "default_mtu")]
+    pub mtu: u32,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn default_mtu() -> u32 {
+    1500
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -81,6 +81,7 @@ fn run_booted(
     let mac = parse_mac(&mac_s)?;
 
     let tap = Tap::open(&info.ifname, true).context("creating the guest's TAP")?;
+    link::set_mtu(tap.name(), info.mtu)?;
     link::set_mac(tap.name(), mac)?;
     let addr: Ipv4Addr = info.ipv4.parse().context("guest ipv4 address")?;
     link::add_ipv4(tap.name(), addr, info.prefix)?;

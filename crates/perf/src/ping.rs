@@ -4,6 +4,7 @@
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -14,7 +15,17 @@ pub struct PingReport {
     pub sent: u32,
     pub received: u32,
     pub rtt_us: Vec<f64>,
+    /// ICMP payload bytes per echo request (what `ping -s` sets); the IP packet is 28 more.
+    pub payload: usize,
+    /// Replies that matched a request's id and sequence but not its payload (not counted in
+    /// `received`).
+    pub corrupted: u32,
 }
+
+/// Default ICMP payload, as `ping`'s: a 84-byte IP packet.
+pub const DEFAULT_PAYLOAD: usize = 56;
+/// Largest ICMP payload: a 65535-byte IP packet less the IP and ICMP headers.
+pub const MAX_PAYLOAD: usize = 65535 - 20 - 8;
 
 fn checksum(b: &[u8]) -> u16 {
     let mut s: u32 = 0;
@@ -32,26 +43,70 @@ fn checksum(b: &[u8]) -> u16 {
     !(s as u16)
 }
 
+/// The payload of echo request `seq`: a pattern that differs per request.
+fn payload_byte(seq: u16, i: usize) -> u8 {
+    (i as u32).wrapping_mul(31).wrapping_add(u32::from(seq)) as u8
+}
+
 /// Sends `count` echo requests to `dst`, one every `interval`, waiting up to `timeout` for each
-/// reply. Needs CAP_NET_RAW.
+/// reply, with the default payload. Needs CAP_NET_RAW.
 pub fn ping(
     dst: Ipv4Addr,
     count: u32,
     interval: Duration,
     timeout: Duration,
 ) -> io::Result<PingReport> {
+    ping_sized(dst, count, interval, timeout, DEFAULT_PAYLOAD)
+}
+
+/// [`ping`] with `payload` bytes of ICMP payload (0 to [`MAX_PAYLOAD`]), sent with Don't
+/// Fragment (`IP_PMTUDISC_DO`, `ping -M do`): a request larger than the route's MTU fails
+/// with EMSGSIZE instead of going out in fragments, so a reply proves the path carried the
+/// whole packet. A reply counts only with its payload intact.
+pub fn ping_sized(
+    dst: Ipv4Addr,
+    count: u32,
+    interval: Duration,
+    timeout: Duration,
+    payload: usize,
+) -> io::Result<PingReport> {
+    if payload > MAX_PAYLOAD {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("ICMP payload of {payload} bytes: at most {MAX_PAYLOAD}"),
+        ));
+    }
     let sock = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::ICMPV4))?;
     sock.set_read_timeout(Some(Duration::from_millis(50)))?;
+    let df: libc::c_int = libc::IP_PMTUDISC_DO;
+    // SAFETY: IP_MTU_DISCOVER takes an int; `df` lives across the call and its size is passed.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            (&df as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
     let id = (std::process::id() & 0xffff) as u16;
     let to = SocketAddr::V4(SocketAddrV4::new(dst, 0));
-    let mut rep = PingReport::default();
+    let mut rep = PingReport {
+        payload,
+        ..PingReport::default()
+    };
+    let mut pkt = vec![0u8; 8 + payload];
+    let mut buf = vec![MaybeUninit::<u8>::uninit(); 65536];
     for seq in 0..count as u16 {
-        let mut pkt = [0u8; 64];
+        pkt.fill(0);
         pkt[0] = 8; // echo request
         pkt[4..6].copy_from_slice(&id.to_be_bytes());
         pkt[6..8].copy_from_slice(&seq.to_be_bytes());
         for (i, b) in pkt[8..].iter_mut().enumerate() {
-            *b = i as u8;
+            *b = payload_byte(seq, i);
         }
         let c = checksum(&pkt);
         pkt[2..4].copy_from_slice(&c.to_be_bytes());
@@ -60,7 +115,6 @@ pub fn ping(
         rep.sent += 1;
         let deadline = t0 + timeout;
         while Instant::now() < deadline {
-            let mut buf = [MaybeUninit::<u8>::uninit(); 1500];
             let (n, from) = match sock.recv_from(&mut buf) {
                 Ok(x) => x,
                 Err(e)
@@ -74,10 +128,7 @@ pub fn ping(
                 Err(e) => return Err(e),
             };
             // SAFETY: recv_from initialized the first n bytes.
-            let b: Vec<u8> = buf[..n]
-                .iter()
-                .map(|x| unsafe { x.assume_init() })
-                .collect();
+            let b: &[u8] = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };
             if from.as_socket_ipv4().map(|a| *a.ip()) != Some(dst) || b.len() < 28 {
                 continue;
             }
@@ -88,6 +139,10 @@ pub fn ping(
                 && u16::from_be_bytes([icmp[4], icmp[5]]) == id
                 && u16::from_be_bytes([icmp[6], icmp[7]]) == seq
             {
+                if icmp[8..] != pkt[8..] {
+                    rep.corrupted += 1;
+                    continue;
+                }
                 rep.received += 1;
                 rep.rtt_us.push(t0.elapsed().as_secs_f64() * 1e6);
                 break;
@@ -125,5 +180,23 @@ mod tests {
         )
         .unwrap();
         assert_eq!((r.sent, r.received), (2, 2));
+        // Loopback's MTU is 65536: the largest echo goes whole, and comes back intact.
+        let r = ping_sized(
+            Ipv4Addr::LOCALHOST,
+            2,
+            Duration::from_millis(10),
+            Duration::from_secs(1),
+            MAX_PAYLOAD,
+        )
+        .unwrap();
+        assert_eq!((r.sent, r.received, r.corrupted), (2, 2, 0));
+        assert!(ping_sized(
+            Ipv4Addr::LOCALHOST,
+            1,
+            Duration::ZERO,
+            Duration::from_secs(1),
+            MAX_PAYLOAD + 1
+        )
+        .is_err());
     }
 }

@@ -787,6 +787,17 @@ mod tests {
         assert_eq!(frame_size_for_mtu(9000), 9104);
         assert_eq!(frame_size_for_mtu(68), DEFAULT_FRAME_SIZE);
         assert!(frame_size_for_mtu(u32::MAX) >= DEFAULT_FRAME_SIZE);
+        // Every MTU a Linux device takes: a tagged full frame fits after the kernel's headers,
+        // in a slot of the ring's alignment, with less than one alignment unit to spare.
+        for mtu in 68..=65535u32 {
+            let fs = frame_size_for_mtu(mtu);
+            assert!(fs >= mtu + 18 + 76, "MTU {mtu}: slot {fs}");
+            assert_eq!(fs % libc::TPACKET_ALIGNMENT as u32, 0);
+            assert!(
+                fs == DEFAULT_FRAME_SIZE || fs < mtu + SLOT_OVERHEAD + 16,
+                "MTU {mtu}"
+            );
+        }
     }
 
     #[test]

@@ -59,6 +59,14 @@ pub struct DaemonConfig {
     /// How netback moves packet bytes to and from the guests' granted pages (`--grant`).
     #[serde(default)]
     pub grant: pvnet_dd::netback::Mechanism,
+    /// MTU of the wire (both veth ends), the driver domain's stack port and the guests'
+    /// interfaces (see [`check_mtu`]). Configs written before `--mtu` existed mean 1500.
+    #[serde(default = "default_mtu")]
+    pub mtu: u32,
+}
+
+fn default_mtu() -> u32 {
+    DEFAULT_MTU
 }
 
 fn yes() -> bool {
@@ -69,8 +77,23 @@ fn default_ring_frames() -> u32 {
     pvnet_pnic::DEFAULT_FRAME_NR
 }
 
-/// The MTU of the testbed's wire (the veth between the remote host and the driver domain).
-pub const WIRE_MTU: u32 = 1500;
+/// The MTU of the testbed's wire (the veth between the remote host and the driver domain)
+/// unless `--mtu` says otherwise.
+pub const DEFAULT_MTU: u32 = 1500;
+/// Bounds of `--mtu`. 1280 is the least an IPv6 link may have (RFC 8200 §5); 65535 the most
+/// any Linux device takes (`ETH_MAX_MTU`, a veth's limit). A TAP stops at 65521, so the PV
+/// modes, which give the driver domain and each guest one, refuse more with the kernel's own
+/// word ([`pvnet_testbed::link::set_mtu`]).
+pub const MTU_MIN: u32 = 1280;
+pub const MTU_MAX: u32 = 65535;
+
+/// Checks an `--mtu` value.
+pub fn check_mtu(n: u32) -> Result<u32> {
+    if !(MTU_MIN..=MTU_MAX).contains(&n) {
+        bail!("--mtu must be between {MTU_MIN} and {MTU_MAX}, got {n}");
+    }
+    Ok(n)
+}
 
 /// Fewest and most slots `--ring-frames` accepts: below a few polls' worth the kernel drops
 /// whenever the daemon is descheduled; above 64 Ki slots (104 MiB) it is only memory.
@@ -127,6 +150,41 @@ impl Default for DaemonConfig {
             switch: pvnet_dd::switch::Mode::Bridge,
             rules: None,
             grant: pvnet_dd::netback::Mechanism::Copy,
+            mtu: DEFAULT_MTU,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mtu_bounds() {
+        for ok in [1280, 1500, 9000, 65521, 65535] {
+            assert_eq!(check_mtu(ok).unwrap(), ok);
+        }
+        for bad in [0, 68, 576, 1279, 65536, u32::MAX] {
+            let e = check_mtu(bad).unwrap_err().to_string();
+            assert!(e.contains("--mtu must be between 1280 and 65535"), "{e}");
+            assert!(e.contains(&bad.to_string()), "{e}");
+        }
+    }
+
+    #[test]
+    fn config_without_mtu_means_1500() {
+        let mut v = serde_json::to_value(DaemonConfig::default()).unwrap();
+        v.as_object_mut().unwrap().remove("mtu");
+        let c: DaemonConfig = serde_json::from_value(v).unwrap();
+        assert_eq!(c.mtu, 1500);
+        let c: DaemonConfig = serde_json::from_value(
+            serde_json::to_value(DaemonConfig {
+                mtu: 9000,
+                ..DaemonConfig::default()
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(c.mtu, 9000);
     }
 }

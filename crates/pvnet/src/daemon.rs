@@ -43,7 +43,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::admin::{AdminReply, AdminRequest, LroChange, SetRequest, Settings};
-use crate::config::{check_ring_frames, DaemonConfig, LroSettings, Mode, WIRE_MTU};
+use crate::config::{check_mtu, check_ring_frames, DaemonConfig, LroSettings, Mode};
 use crate::relay::RelayTap;
 use crate::rundir::{self, RunInfo};
 
@@ -301,7 +301,7 @@ impl Daemon {
         let testbed = Testbed::create(TestbedConfig {
             id,
             guests,
-            mtu: WIRE_MTU,
+            mtu: check_mtu(cfg.mtu)?,
             rps_cpu: if cfg.rps { cfg.cpu } else { None },
             gro: cfg.gro,
             remote_rps_cpu: if cfg.rps { cfg.sender_cpu } else { None },
@@ -390,7 +390,7 @@ impl Daemon {
         self.open_ports()?;
         for i in 0..self.cfg.guests {
             let dom = i as u16 + 1;
-            let r = RelayTap::create(&self.testbed.guests[i], i)?;
+            let r = RelayTap::create(&self.testbed.guests[i], i, self.cfg.mtu)?;
             self.ep.add(r.tap().fd(), Token::Relay(dom).event())?;
             let mac = r.mac;
             self.relay_macs.insert(dom, mac);
@@ -420,6 +420,7 @@ impl Daemon {
             .map_err(|e| anyhow!("attaching the physical port to the switch: {e}"))?;
 
         let tap = Tap::open("pvdd0", true).context("creating the driver domain's stack port")?;
+        link::set_mtu(tap.name(), self.cfg.mtu)?;
         link::set_mac(tap.name(), DD_STACK_MAC)?;
         link::add_ipv4(tap.name(), topology::dd_addr(), topology::SUBNET_PREFIX)?;
         link::set_up(tap.name(), true)?;
@@ -496,6 +497,7 @@ impl Daemon {
             ipv4: topology::guest_addr(i).to_string(),
             prefix: topology::SUBNET_PREFIX,
             gso: self.cfg.guest_gso,
+            mtu: self.cfg.mtu,
         };
         let (fe_notify, fe_wait) = front_end.into_fds();
         ctl::send(
@@ -909,7 +911,7 @@ impl Daemon {
             .evtchn_back
             .take()
             .ok_or_else(|| anyhow!("event channel already bound"))?;
-        let nb = match Netback::connect_with(
+        let mut nb = match Netback::connect_with(
             self.hv.clone(),
             DomId(dom),
             fe.tx_ring_ref,
@@ -921,6 +923,7 @@ impl Daemon {
             Ok(nb) => nb,
             Err(st) => bail!("mapping the frontend's rings failed: {st:?}"),
         };
+        nb.set_mtu(self.cfg.mtu as usize);
         self.ep
             .add(nb.evtchn().wait_fd(), Token::Evtchn(dom).event())?;
         v.state = VifState::Connected;
@@ -1037,11 +1040,12 @@ impl Daemon {
     }
 
     pub fn stat_json(&mut self) -> serde_json::Value {
-        let budget = self.cfg.budget;
+        let (budget, mtu) = (self.cfg.budget, self.cfg.mtu);
         let pnic = self.dp.phy_mut().map(|p| {
             let s = p.stats();
             json!({
                 "ring_frames": p.frame_nr(), "ring_frame_size": p.frame_size(), "budget": budget,
+                "mtu": mtu,
                 "rx_frames": s.rx_frames, "rx_bytes": s.rx_bytes, "rx_truncated": s.rx_truncated,
                 "rx_bad": s.rx_bad, "rx_csum_not_ready": s.rx_csum_not_ready,
                 "rx_leased": s.rx_leased, "rx_lease_copies": s.rx_lease_copies,

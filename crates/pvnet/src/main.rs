@@ -62,6 +62,11 @@ enum Cmd {
         /// stay warmer in the cache, but the kernel drops what arrives while they are full.
         #[arg(long, default_value_t = pvnet_pnic::DEFAULT_FRAME_NR)]
         ring_frames: u32,
+        /// MTU of the wire, the physical port, the driver domain's stack and the guests'
+        /// interfaces, 1280 to 65535 (a TAP takes at most 65521: the PV modes stop there).
+        /// The packet ring's slots, and what netback accepts from a guest, follow it.
+        #[arg(long, default_value_t = config::DEFAULT_MTU)]
+        mtu: u32,
         /// Extra domains served to an external frontend through a socket (for tests).
         #[arg(long, default_value_t = 0, hide = true)]
         attach: usize,
@@ -260,6 +265,10 @@ enum PerfCmd {
         to: std::net::Ipv4Addr,
         #[arg(long, default_value_t = 3)]
         count: u32,
+        /// ICMP payload bytes per request (`ping -s`), sent with Don't Fragment: 8972 makes a
+        /// 9000-byte IP packet. A reply counts only with its payload intact.
+        #[arg(long, default_value_t = pvnet_perf::ping::DEFAULT_PAYLOAD)]
+        size: usize,
     },
     /// Request/response transactions; prints rate and latency percentiles as JSON.
     Rr {
@@ -333,6 +342,7 @@ fn run(cli: Cli) -> Result<()> {
             id,
             budget,
             ring_frames,
+            mtu,
             attach,
             foreground,
             cpu,
@@ -344,6 +354,7 @@ fn run(cli: Cli) -> Result<()> {
             lro,
         } => {
             let settings = lro.settings();
+            config::check_mtu(mtu)?;
             need_root("up")?;
             if guests == 0 && mode != Mode::Linux && attach == 0 {
                 bail!("--guests must be at least 1");
@@ -386,6 +397,7 @@ fn run(cli: Cli) -> Result<()> {
                 switch,
                 rules,
                 grant,
+                mtu,
             };
             if mode == Mode::Linux && (settings.is_some() || lro.bo) {
                 bail!("--lro and --bo need the driver domain (--mode xen or relay)");
@@ -670,13 +682,15 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             }
             Ok(())
         }
-        PerfCmd::Ping { to, count } => {
-            let r = pvnet_perf::ping::ping(
+        PerfCmd::Ping { to, count, size } => {
+            let r = pvnet_perf::ping::ping_sized(
                 to,
                 count,
                 Duration::from_millis(200),
                 Duration::from_secs(2),
-            )?;
+                size,
+            )
+            .with_context(|| format!("ping {to} with {size} bytes of payload"))?;
             println!("{}", serde_json::to_string(&r)?);
             if r.received != r.sent {
                 bail!(

@@ -47,12 +47,13 @@ pub struct RelayTap {
 
 impl RelayTap {
     /// Creates guest `i`'s interface `eth0` in its namespace `ns`, as its netfront would: the
-    /// guest's MAC and address, up.
-    pub fn create(ns: &Netns, i: usize) -> Result<RelayTap> {
+    /// guest's MAC, address and MTU, up.
+    pub fn create(ns: &Netns, i: usize, mtu: u32) -> Result<RelayTap> {
         let mac = topology::guest_mac(i);
         let tap = ns
             .run(|| -> Result<Tap> {
                 let tap = Tap::open("eth0", true)?;
+                link::set_mtu(tap.name(), mtu)?;
                 link::set_mac(tap.name(), mac)?;
                 link::add_ipv4(tap.name(), topology::guest_addr(i), topology::SUBNET_PREFIX)?;
                 link::set_up(tap.name(), true)?;

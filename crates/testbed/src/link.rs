@@ -160,11 +160,35 @@ pub fn is_up(name: &str) -> Result<bool> {
     Ok(link_by_name(name)?.header.flags.contains(LinkFlags::Up))
 }
 
-/// Sets the MTU.
+/// Sets the MTU. When the kernel refuses it, the error names the device and the range its
+/// driver allows (`IFLA_MIN_MTU`..`IFLA_MAX_MTU`: 68 to 65535 for a veth, 68 to 65521 for a
+/// TAP, whose limit leaves room for the Ethernet header in a 64 KiB frame).
 pub fn set_mtu(name: &str, mtu: u32) -> Result<()> {
-    set_link(name, "set mtu", |m| {
+    let r = set_link(name, "set mtu", |m| {
         m.attributes.push(LinkAttribute::Mtu(mtu))
-    })
+    });
+    let Err(e) = r else { return Ok(()) };
+    match mtu_range(name) {
+        Ok((min, max)) if !(min..=max).contains(&mtu) => Err(e.context(format!(
+            "the kernel refused MTU {mtu} on {name}: that device allows {min} to {max}"
+        ))),
+        _ => Err(e),
+    }
+}
+
+/// The MTUs the device's driver accepts, `(IFLA_MIN_MTU, IFLA_MAX_MTU)`.
+pub fn mtu_range(name: &str) -> Result<(u32, u32)> {
+    let l = link_by_name(name)?;
+    let find = |want_max: bool| {
+        l.attributes.iter().find_map(|a| match (a, want_max) {
+            (LinkAttribute::MinMtu(m), false) | (LinkAttribute::MaxMtu(m), true) => Some(*m),
+            _ => None,
+        })
+    };
+    match (find(false), find(true)) {
+        (Some(min), Some(max)) => Ok((min, max)),
+        _ => bail!("{name} reports no MTU range"),
+    }
 }
 
 /// Reads the MTU.
@@ -177,6 +201,38 @@ pub fn get_mtu(name: &str) -> Result<u32> {
             _ => None,
         })
         .ok_or_else(|| anyhow!("{name} has no MTU attribute"))
+}
+
+/// A link's packet counters (`IFLA_STATS64`), as `ip -s link` shows them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkCounters {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    /// For a veth: a frame its peer sent and it refused (too long for its MTU, say) counts
+    /// as `rx_dropped` here and as `tx_dropped` on the peer.
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+}
+
+/// Reads the link's counters.
+pub fn counters(name: &str) -> Result<LinkCounters> {
+    link_by_name(name)?
+        .attributes
+        .iter()
+        .find_map(|a| match a {
+            LinkAttribute::Stats64(s) => Some(LinkCounters {
+                rx_packets: s.rx_packets,
+                tx_packets: s.tx_packets,
+                rx_bytes: s.rx_bytes,
+                tx_bytes: s.tx_bytes,
+                rx_dropped: s.rx_dropped,
+                tx_dropped: s.tx_dropped,
+            }),
+            _ => None,
+        })
+        .ok_or_else(|| anyhow!("{name} reports no counters"))
 }
 
 /// Sets the MAC address.

@@ -166,6 +166,20 @@ fn veth_create_move_addr_up() {
     assert!(link::create_veth(&a, &b).is_err(), "EXCL");
     link::set_mtu(&a, 1400).unwrap();
     assert_eq!(link::get_mtu(&a).unwrap(), 1400);
+    // A veth takes jumbo frames up to 64 KiB; past that the kernel refuses, and the error
+    // names the device and its range.
+    assert_eq!(link::mtu_range(&a).unwrap(), (68, 65535));
+    link::set_mtu(&a, 65535).unwrap();
+    assert_eq!(link::get_mtu(&a).unwrap(), 65535);
+    let err = format!("{:#}", link::set_mtu(&a, 65536).unwrap_err());
+    assert!(err.contains(&format!("MTU 65536 on {a}")), "{err}");
+    assert!(err.contains("68 to 65535"), "{err}");
+    assert_eq!(
+        link::get_mtu(&a).unwrap(),
+        65535,
+        "unchanged after the refusal"
+    );
+    link::set_mtu(&a, 1400).unwrap();
     let mac = [0x02, 0x70, 0x76, 0xaa, 0xbb, 0xcc];
     link::set_mac(&a, mac).unwrap();
     assert_eq!(link::get_mac(&a).unwrap(), mac);
@@ -252,6 +266,22 @@ fn tap_in_namespace() {
     );
     let idx = ns.run(|| link::ifindex("pvtap0").unwrap()).unwrap();
     assert!(idx > 1);
+    // A TAP's MTU stops 14 bytes short of a veth's (the Ethernet header of a 64 KiB frame);
+    // the refusal names the device and its limit.
+    let err = ns
+        .run(|| {
+            assert_eq!(link::mtu_range("pvtap0").unwrap(), (68, 65521));
+            link::set_mtu("pvtap0", 65521).unwrap();
+            assert_eq!(link::get_mtu("pvtap0").unwrap(), 65521);
+            let e = format!("{:#}", link::set_mtu("pvtap0", 65522).unwrap_err());
+            link::set_mtu("pvtap0", 1500).unwrap();
+            e
+        })
+        .unwrap();
+    assert!(
+        err.contains("MTU 65522 on pvtap0") && err.contains("68 to 65521"),
+        "{err}"
+    );
 
     // Nothing queued yet: non-blocking read.
     let mut buf = [0u8; 2048];

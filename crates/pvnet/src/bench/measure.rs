@@ -44,6 +44,8 @@ pub struct Params {
     pub ring_frames: u32,
     /// Frames per poll of the physical port (PV configurations).
     pub budget: usize,
+    /// MTU of the wire and every interface on the path (`--mtu`).
+    pub mtu: u32,
 }
 
 /// One repetition's raw figures.
@@ -139,6 +141,7 @@ pub fn run_one(
     let cfg = DaemonConfig {
         ring_frames: p.ring_frames,
         budget: p.budget,
+        mtu: p.mtu,
         ..configs::daemon_config(config)?
     };
     let (mut s, info) = testbed::with_testbed(&cfg, config, progress, |info| {

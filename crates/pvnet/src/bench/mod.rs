@@ -109,6 +109,10 @@ pub struct BenchArgs {
     /// `lro` made 2.55 segments per aggregate.
     #[arg(long, default_value_t = crate::config::DEFAULT_BUDGET)]
     pub budget: usize,
+    /// MTU of the wire, the physical port and the guests' interfaces in every configuration
+    /// (1280 to 65535; the PV configurations stop at a TAP's 65521), as `pvnet up --mtu`.
+    #[arg(long, default_value_t = crate::config::DEFAULT_MTU)]
+    pub mtu: u32,
     /// The values of --sweep, comma-separated: microseconds for `timeout` (1 to 1000; default
     /// 10,22,46,100,215,464,1000), guests for `guests` (1 to 16; default 1,2,4,8).
     #[arg(long)]
@@ -327,6 +331,7 @@ impl Plan {
         let pair = configs::parse_pair(&args.paired)?;
         let ring_frames = crate::config::check_ring_frames(args.ring_frames)?;
         let budget = crate::config::check_budget(args.budget)?;
+        let mtu = crate::config::check_mtu(args.mtu)?;
         let params = Params {
             reps,
             warmup_stream_seconds: if args.quick { 1.0 } else { 2.0 },
@@ -339,6 +344,7 @@ impl Plan {
                 tsc_hz: pvnet_perf::cpu::tsc_hz(),
                 ring_frames,
                 budget,
+                mtu,
             },
             paired_rounds: if configs.contains(&pair.0) && configs.contains(&pair.1) {
                 args.paired_rounds
@@ -432,8 +438,7 @@ fn execute(plan: &Plan) -> Result<(Vec<Sample>, PairedOutcome)> {
             b,
             plan.params.paired_rounds,
             plan.params.paired_seconds,
-            plan.params.measure.ring_frames,
-            plan.params.measure.budget,
+            &plan.params.measure,
             &progress,
         );
         progress.step_done();

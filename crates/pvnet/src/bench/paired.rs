@@ -145,16 +145,16 @@ pub fn run(
     other: &str,
     rounds: usize,
     seconds: f64,
-    ring_frames: u32,
-    budget: usize,
+    p: &super::measure::Params,
     progress: &Progress,
 ) -> Result<Paired> {
     let t0 = Instant::now();
     let set_base = configs::set_request(base)?;
     let set_other = configs::set_request(other)?;
     let cfg = DaemonConfig {
-        ring_frames,
-        budget,
+        ring_frames: p.ring_frames,
+        budget: p.budget,
+        mtu: p.mtu,
         ..configs::daemon_config(base)?
     };
     let (mut p, info) = testbed::with_testbed(&cfg, base, progress, |info| {
