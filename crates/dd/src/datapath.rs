@@ -30,6 +30,7 @@ use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
 use serde::Serialize;
 
 use crate::bridge::{Bridge, BridgeConfig, BridgeStats, Decision, PortId};
+use crate::capture::{CaptureSummary, Captures, Dir};
 use crate::gate::{Gate, GuestLoad, PortGate};
 use crate::lro::{self, Lro, LroStats};
 use crate::netback::{Fatal, Netback, VifStats, RX_QUEUE_LIMIT};
@@ -238,6 +239,8 @@ pub struct DataPath<P: Phy, C: Clock> {
     pending: Vec<(PortId, Packet)>,
     /// Read buffer of the TAPs (reused).
     tap_buf: Vec<u8>,
+    /// Packet captures at bridge ports ([`crate::capture`]); one branch per packet when none.
+    capture: Captures,
     pub stats: PathStats,
 }
 
@@ -268,6 +271,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             aged_at: 0,
             pending: Vec::new(),
             tap_buf: Vec::new(),
+            capture: Captures::default(),
             stats: PathStats::default(),
         };
         d.lro = lro.map(|p| d.new_engine(p));
@@ -322,6 +326,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         self.watched = false;
         self.taps.clear();
         self.vifs.clear();
+        self.capture.clear();
     }
 
     /// The counters and the port's own statistics of TAP port `port`.
@@ -373,6 +378,19 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     /// A connected vif's backend (its event channel, its features).
     pub fn netback(&self, dom: u16) -> Option<&Netback> {
         self.vifs.get(&dom).map(|v| &v.netback)
+    }
+
+    /// Starts a capture of bridge port `port` into `sink` (the data path's end of
+    /// [`crate::capture::sink_pair`]); `unix_now_ns` is the time now, since the Unix epoch,
+    /// which records are stamped relative to.
+    pub fn capture_start(&mut self, port: PortId, sink: std::os::fd::OwnedFd, unix_now_ns: u64) {
+        let offset = unix_now_ns.wrapping_sub(self.clock.now_ns());
+        self.capture.start(port, sink, offset);
+    }
+
+    /// The captures' counters.
+    pub fn capture_summary(&self) -> CaptureSummary {
+        self.capture.summary()
     }
 
     pub fn bridge_stats(&self) -> BridgeStats {
@@ -644,6 +662,10 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
 
     /// Bridges one packet from `ingress`.
     fn route(&mut self, ingress: PortId, mut pkt: Packet) {
+        if self.capture.active() {
+            let clock = &self.clock;
+            (self.capture).record(ingress, Dir::FromPort, &pkt, || clock.now_ns());
+        }
         let (Some(dst), Some(src)) = (pkt.dst_mac(), pkt.src_mac()) else {
             self.stats.bridge_drops += 1;
             return;
@@ -680,6 +702,10 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     }
 
     fn deliver(&mut self, port: PortId, pkt: Packet) {
+        if self.capture.active() {
+            let clock = &self.clock;
+            (self.capture).record(port, Dir::ToPort, &pkt, || clock.now_ns());
+        }
         if let Some(t) = self.taps.get_mut(&port) {
             let is_stack = port == PORT_DDSTACK;
             match t.port.push(pkt) {
