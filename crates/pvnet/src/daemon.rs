@@ -912,8 +912,18 @@ impl Daemon {
                 return;
             }
         };
+        let mut fds = Vec::new();
         let reply = match req {
             AdminRequest::Stat => AdminReply::Stat(self.stat_json()),
+            AdminRequest::Capture { guest } => match self.start_capture(guest) {
+                Ok(reader) => {
+                    fds.push(reader);
+                    AdminReply::Capture {
+                        port: format!("vif{guest}"),
+                    }
+                }
+                Err(e) => AdminReply::Error(format!("{e:#}")),
+            },
             AdminRequest::Down => {
                 self.stopping = true;
                 AdminReply::Stopping
@@ -924,7 +934,34 @@ impl Daemon {
             },
         };
         let c = self.admin_conns.get(&id).expect("present");
-        let _ = ctl::send(c.as_fd(), &reply, &[]);
+        let fds: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
+        let _ = ctl::send(c.as_fd(), &reply, &fds);
+    }
+
+    /// `pvnet capture vif<i>`: a capture at guest `guest`'s bridge port; returns the reader's
+    /// end of its socket (the data path keeps the other, and ends the capture when the
+    /// reader closes this one).
+    fn start_capture(&mut self, guest: usize) -> Result<OwnedFd> {
+        let n = match self.cfg.mode {
+            Mode::Linux => bail!(
+                "this run has no driver domain (mode linux), so no vif: capture pnic instead"
+            ),
+            Mode::Xen => self.cfg.guests + self.cfg.attach,
+            Mode::Relay => self.cfg.guests,
+        };
+        if guest >= n {
+            bail!(
+                "no vif{guest}: this run has {n} guest{} (vif0..vif{})",
+                if n == 1 { "" } else { "s" },
+                n.saturating_sub(1)
+            );
+        }
+        let (sink, reader) = pvnet_dd::capture::sink_pair().context("a capture socket")?;
+        let unix_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.dp.capture_start(vif_port(guest as u16 + 1), sink, unix_ns);
+        Ok(reader)
     }
 
     /// `pvnet set`: validates the whole request before changing anything.
@@ -1012,6 +1049,7 @@ impl Daemon {
             "settings": self.settings(),
             "lro": self.dp.lro_stats(),
             "grant": self.hv.stats(),
+            "capture": self.dp.capture_summary(),
             "vifs": vifs,
             "relay": relay,
         })
