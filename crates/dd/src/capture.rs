@@ -21,6 +21,7 @@ use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{self, sendmsg, AddressFamily, MsgFlags, SockFlag, SockType};
 use serde::Serialize;
 
@@ -246,6 +247,31 @@ impl Captures {
             }
             !c.gone
         });
+    }
+
+    /// Ends the captures whose reader closed its end, without waiting for a packet on their
+    /// port (one `poll(2)` that does not sleep; for `pvnet stat`).
+    pub fn reap_closed(&mut self) {
+        if self.list.is_empty() {
+            return;
+        }
+        let mut fds: Vec<PollFd<'_>> = (self.list.iter())
+            .map(|c| PollFd::new(c.sink.as_fd(), PollFlags::empty()))
+            .collect();
+        if poll(&mut fds, PollTimeout::ZERO).is_err() {
+            return;
+        }
+        let hung: Vec<bool> = (fds.iter())
+            .map(|f| {
+                f.revents()
+                    .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
+            })
+            .collect();
+        drop(fds);
+        for (c, h) in self.list.iter_mut().zip(hung) {
+            c.gone |= h;
+        }
+        self.reap();
     }
 
     /// Every capture's counters.

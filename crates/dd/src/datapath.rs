@@ -388,8 +388,9 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         self.capture.start(port, sink, offset);
     }
 
-    /// The captures' counters.
-    pub fn capture_summary(&self) -> CaptureSummary {
+    /// The captures' counters (captures whose reader went away are ended first).
+    pub fn capture_summary(&mut self) -> CaptureSummary {
+        self.capture.reap_closed();
         self.capture.summary()
     }
 

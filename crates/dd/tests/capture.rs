@@ -67,7 +67,10 @@ fn path_with(macs: &[[u8; 6]], lro: Option<Policy>) -> (Path, MockClock, Vec<Gue
     let clock = MockClock::default();
     clock.advance(1_000_000);
     let mut dp = Path::new(
-        PathConfig { budget: 64, bo: false },
+        PathConfig {
+            budget: 64,
+            bo: false,
+        },
         clock.clone(),
         lro,
         Mode::Skb,
@@ -187,7 +190,11 @@ fn a_capture_records_exactly_the_packets_crossing_its_port() {
     for (h, b) in &recs {
         assert_eq!(h.orig_len as usize, b.len());
         assert_eq!(h.dropped_before, 0);
-        assert_eq!(h.ts_ns, UNIX_AT_START + 5_000, "stamped by the data path's clock");
+        assert_eq!(
+            h.ts_ns,
+            UNIX_AT_START + 5_000,
+            "stamped by the data path's clock"
+        );
     }
     // The guests got their packets all the same.
     let got1 = g[0].take();
@@ -234,7 +241,9 @@ fn no_capture_no_records_and_other_ports_are_not_recorded() {
     // A capture of guest 2's port sees nothing of guest 1's traffic.
     let r2 = capture(&mut dp, vif_port(g[1].dom));
     for i in 0..5 {
-        dp.phy_mut().unwrap().inject(&frame_to(MAC_DST, MAC_SRC, 90, i));
+        dp.phy_mut()
+            .unwrap()
+            .inject(&frame_to(MAC_DST, MAC_SRC, 90, i));
     }
     pass(&mut dp);
     assert_eq!(g[0].take().len(), 5);
@@ -277,7 +286,11 @@ fn a_full_sink_drops_records_and_counts_them() {
     }
     let recs = drain(&r);
     let s = dp.capture_summary().active[0].1;
-    assert!(!recs.is_empty() && s.dropped > 0, "{} records, {s:?}", recs.len());
+    assert!(
+        !recs.is_empty() && s.dropped > 0,
+        "{} records, {s:?}",
+        recs.len()
+    );
     assert_eq!(recs.len() as u64 + s.dropped, 60);
     assert_eq!(s.records, recs.len() as u64);
     // The records that got through are the first frames, in order: the buffer filled and
@@ -313,6 +326,12 @@ fn a_capture_ends_when_its_reader_goes_away() {
     assert_eq!((s.started, s.ended, s.ended_records), (2, 1, 1));
     assert_eq!(s.active.len(), 1, "the other capture of the port goes on");
     assert_eq!(drain(&keep).len(), 2);
+    // A reader that goes away while its port is quiet is noticed when the counters are read.
+    let quiet = capture(&mut dp, PORT_PNIC);
+    assert_eq!(dp.capture_summary().active.len(), 2);
+    drop(quiet);
+    let s = dp.capture_summary();
+    assert_eq!((s.started, s.ended, s.active.len()), (3, 2, 1));
     assert_eq!(g[0].take(), vec![f.clone(), f], "the guest is not affected");
     // Clearing the path closes the remaining sink: its reader sees the end.
     dp.clear();

@@ -21,7 +21,9 @@ pub enum AdminRequest {
     /// Starts a capture at guest `guest`'s bridge port (`pvnet capture vif<i>`): answered with
     /// [`AdminReply::Capture`] and the reader's end of the capture's socket
     /// ([`pvnet_dd::capture`]).
-    Capture { guest: usize },
+    Capture {
+        guest: usize,
+    },
 }
 
 /// `pvnet set`'s changes, parsed by the command (the daemon receives types, not strings).

@@ -150,7 +150,9 @@ impl Source {
                             len,
                         }))
                     }
-                    Ok(None) => Ok(Read::End("the daemon closed the capture (the run went down)")),
+                    Ok(None) => Ok(Read::End(
+                        "the daemon closed the capture (the run went down)",
+                    )),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Read::Nothing),
                     Err(e) => Err(e).context("reading the daemon's capture records"),
                 }
@@ -360,13 +362,16 @@ pub fn run(opts: CaptureOpts) -> Result<()> {
         endianness: Endianness::Little,
         ..PcapHeader::default()
     };
-    let mut out = Out(Rc::new(RefCell::new(BufWriter::with_capacity(1 << 20, out))));
+    let mut out = Out(Rc::new(RefCell::new(BufWriter::with_capacity(
+        1 << 20,
+        out,
+    ))));
     let mut pcap =
         PcapWriter::with_header(out.clone(), header).context("writing the pcap header")?;
-    let to = opts
-        .write
-        .as_ref()
-        .map_or_else(|| "standard output".to_string(), |p| p.display().to_string());
+    let to = opts.write.as_ref().map_or_else(
+        || "standard output".to_string(),
+        |p| p.display().to_string(),
+    );
     eprintln!(
         "pvnet: capturing {} of run {id} to {to} (Ctrl-C stops)",
         opts.port
@@ -479,7 +484,9 @@ mod tests {
             assert_eq!(s.parse::<Port>(), Ok(p));
             assert_eq!(p.to_string(), s);
         }
-        for bad in ["", "g", "vif", "g-1", "vifx", "eth0", "G0", "g1a", "vif+1", "pnic0"] {
+        for bad in [
+            "", "g", "vif", "g-1", "vifx", "eth0", "G0", "g1a", "vif+1", "pnic0",
+        ] {
             let e = bad.parse::<Port>().unwrap_err();
             assert!(e.contains("unknown port"), "{bad}: {e}");
         }

@@ -943,9 +943,9 @@ impl Daemon {
     /// reader closes this one).
     fn start_capture(&mut self, guest: usize) -> Result<OwnedFd> {
         let n = match self.cfg.mode {
-            Mode::Linux => bail!(
-                "this run has no driver domain (mode linux), so no vif: capture pnic instead"
-            ),
+            Mode::Linux => {
+                bail!("this run has no driver domain (mode linux), so no vif: capture pnic instead")
+            }
             Mode::Xen => self.cfg.guests + self.cfg.attach,
             Mode::Relay => self.cfg.guests,
         };
@@ -960,7 +960,8 @@ impl Daemon {
         let unix_ns = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
-        self.dp.capture_start(vif_port(guest as u16 + 1), sink, unix_ns);
+        self.dp
+            .capture_start(vif_port(guest as u16 + 1), sink, unix_ns);
         Ok(reader)
     }
 
