@@ -85,8 +85,16 @@ fn read_pcap(file: &Path) -> Vec<Vec<u8>> {
     out
 }
 
-/// An IPv4 packet in a frame: (protocol, source, destination, IP payload).
-fn ipv4(f: &[u8]) -> Option<(u8, [u8; 4], [u8; 4], &[u8])> {
+/// An IPv4 packet in a frame.
+struct Ipv4<'f> {
+    proto: u8,
+    src: [u8; 4],
+    dst: [u8; 4],
+    /// The IP payload.
+    l4: &'f [u8],
+}
+
+fn ipv4(f: &[u8]) -> Option<Ipv4<'_>> {
     if f.len() < 34 || f[12..14] != [0x08, 0x00] {
         return None;
     }
@@ -94,12 +102,12 @@ fn ipv4(f: &[u8]) -> Option<(u8, [u8; 4], [u8; 4], &[u8])> {
     let ihl = usize::from(ip[0] & 0xf) * 4;
     let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
     let end = total.min(ip.len());
-    Some((
-        ip[9],
-        ip[12..16].try_into().unwrap(),
-        ip[16..20].try_into().unwrap(),
-        ip.get(ihl..end)?,
-    ))
+    Some(Ipv4 {
+        proto: ip[9],
+        src: ip[12..16].try_into().unwrap(),
+        dst: ip[16..20].try_into().unwrap(),
+        l4: ip.get(ihl..end)?,
+    })
 }
 
 /// What a capture shows of the ping and the stream.
@@ -119,7 +127,13 @@ fn inspect(frames: &[Vec<u8>]) -> Seen {
     let mut s = Seen::default();
     for f in frames {
         s.largest_frame = s.largest_frame.max(f.len());
-        let Some((proto, src, dst, l4)) = ipv4(f) else {
+        let Some(Ipv4 {
+            proto,
+            src,
+            dst,
+            l4,
+        }) = ipv4(f)
+        else {
             continue;
         };
         match proto {
