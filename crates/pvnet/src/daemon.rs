@@ -1050,10 +1050,27 @@ impl Daemon {
             "settings": self.settings(),
             "lro": self.dp.lro_stats(),
             "grant": self.hv.stats(),
-            "capture": self.dp.capture_summary(),
+            "capture": self.capture_json(),
             "vifs": vifs,
             "relay": relay,
         })
+    }
+
+    /// The captures for `stat`: ports by the names `pvnet capture` takes.
+    fn capture_json(&mut self) -> serde_json::Value {
+        let mut c = self.dp.capture_summary();
+        let active: Vec<serde_json::Value> = (c.active.drain(..))
+            .map(|(port, st)| {
+                let name = match port.checked_sub(vif_port(1).0) {
+                    Some(i) => format!("vif{i}"),
+                    None => format!("port{port}"),
+                };
+                json!({"port": name, "records": st.records, "bytes": st.bytes, "dropped": st.dropped})
+            })
+            .collect();
+        let mut v = serde_json::to_value(&c).unwrap_or_default();
+        v["active"] = active.into();
+        v
     }
 
     /// Stops guests and removes everything the run created.

@@ -563,6 +563,22 @@ fn print_stat(v: &serde_json::Value) {
         flat("  flush", &v["lro"]["flush"]);
         flat("  latency", &v["lro"]["flush_latency"]);
     }
+    if u64_of(&v["capture"]["started"]) > 0 {
+        let mut c = v["capture"].clone();
+        if let Some(o) = c.as_object_mut() {
+            o.remove("active");
+        }
+        flat("capture", &c);
+        for c in v["capture"]["active"].as_array().into_iter().flatten() {
+            println!(
+                "    {}  records={} bytes={} dropped={}",
+                c["port"].as_str().unwrap_or("?"),
+                c["records"],
+                c["bytes"],
+                c["dropped"]
+            );
+        }
+    }
     if let Some(vifs) = v["vifs"].as_array() {
         for vif in vifs {
             println!(
@@ -587,6 +603,10 @@ fn print_stat(v: &serde_json::Value) {
         );
         flat("  tap", &r["stats"]);
     }
+}
+
+fn u64_of(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or(0)
 }
 
 fn perf(cmd: PerfCmd) -> Result<()> {
