@@ -30,6 +30,7 @@ use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
 use serde::Serialize;
 
 use crate::bridge::{BridgeConfig, Decision, PortId};
+use crate::capture::{CaptureSummary, Captures, Dir};
 use crate::gate::{Gate, GuestLoad, PortGate};
 use crate::lro::{self, Lro, LroStats};
 use crate::netback::{Fatal, Netback, VifStats, RX_QUEUE_LIMIT};
@@ -295,6 +296,8 @@ pub struct DataPath<P: Phy, C: Clock> {
     pending: Vec<(PortId, Packet)>,
     /// Read buffer of the TAPs (reused).
     tap_buf: Vec<u8>,
+    /// Packet captures at bridge ports ([`crate::capture`]); one branch per packet when none.
+    capture: Captures,
     pub stats: PathStats,
 }
 
@@ -326,6 +329,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             aged_at: 0,
             pending: Vec::new(),
             tap_buf: Vec::new(),
+            capture: Captures::default(),
             stats: PathStats::default(),
         };
         d.lro = lro.map(|p| d.new_engine(p));
@@ -399,6 +403,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         self.watched = false;
         self.taps.clear();
         self.vifs.clear();
+        self.capture.clear();
     }
 
     /// The counters and the port's own statistics of TAP port `port`.
@@ -462,6 +467,20 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     /// A connected vif's backend (its event channel, its features).
     pub fn netback(&self, dom: u16) -> Option<&Netback> {
         self.vifs.get(&dom).map(|v| &v.netback)
+    }
+
+    /// Starts a capture of bridge port `port` into `sink` (the data path's end of
+    /// [`crate::capture::sink_pair`]); `unix_now_ns` is the time now, since the Unix epoch,
+    /// which records are stamped relative to.
+    pub fn capture_start(&mut self, port: PortId, sink: std::os::fd::OwnedFd, unix_now_ns: u64) {
+        let offset = unix_now_ns.wrapping_sub(self.clock.now_ns());
+        self.capture.start(port, sink, offset);
+    }
+
+    /// The captures' counters (captures whose reader went away are ended first).
+    pub fn capture_summary(&mut self) -> CaptureSummary {
+        self.capture.reap_closed();
+        self.capture.summary()
     }
 
     /// The switch's counters (and its bridge's, routing table's or filter's).
@@ -785,8 +804,12 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
 
     /// Bridges one packet from `ingress`.
     fn route(&mut self, ingress: PortId, mut pkt: Packet) {
+        if self.capture.active() {
+            let clock = &self.clock;
+            (self.capture).record(ingress, Dir::FromPort, &pkt, || clock.now_ns());
+        }
         // The 2006 backend takes only linear skbs or page fragments: the baseline bridge copies
-        // an skb-mode chain into one buffer (Nakajima and Oi, Fig. 2(b)). BO forwards the chain
+        // an skb-mode chain into one buffer (Nakanjima and Oi, Fig. 2(b)). BO forwards the chain
         // and netback grant-copies each piece into the guest's pages.
         if pkt.is_chained() {
             if pkt.chain == Chain::FragList && !self.cfg.bo {
@@ -816,6 +839,10 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     }
 
     fn deliver(&mut self, port: PortId, pkt: Packet) {
+        if self.capture.active() {
+            let clock = &self.clock;
+            (self.capture).record(port, Dir::ToPort, &pkt, || clock.now_ns());
+        }
         if !self.taps.contains_key(&port) && port != PORT_PNIC {
             if let Some(v) = port.0.checked_sub(1).and_then(|d| self.vifs.get_mut(&d)) {
                 v.dirty = true;

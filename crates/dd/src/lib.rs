@@ -4,6 +4,7 @@
 //! in the `pvnet` daemon and, with the `mock` feature's port, clock and frontend, in tests.
 
 pub mod bridge;
+pub mod capture;
 pub mod datapath;
 pub mod gate;
 pub mod lro;

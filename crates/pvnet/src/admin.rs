@@ -2,7 +2,7 @@
 //! running daemon: typed requests and replies, one JSON message each way on a
 //! `SOCK_SEQPACKET` socket in the run's directory.
 
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use anyhow::{bail, Context, Result};
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
@@ -18,6 +18,12 @@ pub enum AdminRequest {
     Down,
     /// Reconfigures the data path of a running system; None leaves a setting as it is.
     Set(SetRequest),
+    /// Starts a capture at guest `guest`'s bridge port (`pvnet capture vif<i>`): answered with
+    /// [`AdminReply::Capture`] and the reader's end of the capture's socket
+    /// ([`pvnet_dd::capture`]).
+    Capture {
+        guest: usize,
+    },
 }
 
 /// `pvnet set`'s changes, parsed by the command (the daemon receives types, not strings).
@@ -68,12 +74,20 @@ pub enum AdminReply {
     Set(Settings),
     /// `Stat`: every counter, as `pvnet stat --json` prints it.
     Stat(serde_json::Value),
+    /// `Capture` started: records of the port named follow on the descriptor sent with this
+    /// reply.
+    Capture { port: String },
     /// The request was refused, and nothing changed.
     Error(String),
 }
 
 /// Sends one admin request to run `id`'s daemon and returns its answer.
 pub fn call(id: &str, req: &AdminRequest) -> Result<AdminReply> {
+    call_with_fds(id, req).map(|(r, _)| r)
+}
+
+/// [`call`], also returning the descriptors the daemon sent with its answer.
+pub fn call_with_fds(id: &str, req: &AdminRequest) -> Result<(AdminReply, Vec<OwnedFd>)> {
     let path = rundir::ctl_path(id);
     let fd = socket::socket(
         AddressFamily::Unix,
@@ -85,7 +99,7 @@ pub fn call(id: &str, req: &AdminRequest) -> Result<AdminReply> {
         .with_context(|| format!("connecting to the pvnet daemon at {}", path.display()))?;
     ctl::send(fd.as_fd(), req, &[])?;
     match ctl::recv::<AdminReply>(fd.as_fd())? {
-        Some((v, _)) => Ok(v),
+        Some(v) => Ok(v),
         None => bail!("the daemon closed the connection without answering"),
     }
 }

@@ -989,8 +989,18 @@ impl Daemon {
                 return;
             }
         };
+        let mut fds = Vec::new();
         let reply = match req {
             AdminRequest::Stat => AdminReply::Stat(self.stat_json()),
+            AdminRequest::Capture { guest } => match self.start_capture(guest) {
+                Ok(reader) => {
+                    fds.push(reader);
+                    AdminReply::Capture {
+                        port: format!("vif{guest}"),
+                    }
+                }
+                Err(e) => AdminReply::Error(format!("{e:#}")),
+            },
             AdminRequest::Down => {
                 self.stopping = true;
                 AdminReply::Stopping
@@ -1001,7 +1011,35 @@ impl Daemon {
             },
         };
         let c = self.admin_conns.get(&id).expect("present");
-        let _ = ctl::send(c.as_fd(), &reply, &[]);
+        let fds: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
+        let _ = ctl::send(c.as_fd(), &reply, &fds);
+    }
+
+    /// `pvnet capture vif<i>`: a capture at guest `guest`'s bridge port; returns the reader's
+    /// end of its socket (the data path keeps the other, and ends the capture when the
+    /// reader closes this one).
+    fn start_capture(&mut self, guest: usize) -> Result<OwnedFd> {
+        let n = match self.cfg.mode {
+            Mode::Linux => {
+                bail!("this run has no driver domain (mode linux), so no vif: capture pnic instead")
+            }
+            Mode::Xen => self.cfg.guests + self.cfg.attach,
+            Mode::Relay => self.cfg.guests,
+        };
+        if guest >= n {
+            bail!(
+                "no vif{guest}: this run has {n} guest{} (vif0..vif{})",
+                if n == 1 { "" } else { "s" },
+                n.saturating_sub(1)
+            );
+        }
+        let (sink, reader) = pvnet_dd::capture::sink_pair().context("a capture socket")?;
+        let unix_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.dp
+            .capture_start(vif_port(guest as u16 + 1), sink, unix_ns);
+        Ok(reader)
     }
 
     /// `pvnet set`: validates the whole request before changing anything.
@@ -1093,10 +1131,28 @@ impl Daemon {
             "settings": self.settings(),
             "lro": self.dp.lro_stats(),
             "grant": self.hv.stats(),
+            "capture": self.capture_json(),
             "vifs": vifs,
             "reclaimed": self.reclaimed,
             "relay": relay,
         })
+    }
+
+    /// The captures for `stat`: ports by the names `pvnet capture` takes.
+    fn capture_json(&mut self) -> serde_json::Value {
+        let mut c = self.dp.capture_summary();
+        let active: Vec<serde_json::Value> = (c.active.drain(..))
+            .map(|(port, st)| {
+                let name = match port.checked_sub(vif_port(1).0) {
+                    Some(i) => format!("vif{i}"),
+                    None => format!("port{port}"),
+                };
+                json!({"port": name, "records": st.records, "bytes": st.bytes, "dropped": st.dropped})
+            })
+            .collect();
+        let mut v = serde_json::to_value(&c).unwrap_or_default();
+        v["active"] = active.into();
+        v
     }
 
     /// Stops guests and removes everything the run created.

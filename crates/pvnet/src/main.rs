@@ -5,6 +5,7 @@
 
 mod admin;
 mod bench;
+mod capture;
 mod config;
 mod daemon;
 mod lifecycle;
@@ -145,6 +146,24 @@ enum Cmd {
         role: String,
         #[arg(trailing_var_arg = true, required = true)]
         cmd: Vec<String>,
+    },
+    /// Capture packets at a port of a run into a pcap file (tcpdump and Wireshark read it).
+    Capture {
+        #[arg(long)]
+        id: Option<String>,
+        /// `pnic` (the physical port: wire frames), `dd` (the driver domain's own stack),
+        /// `g<i>` (guest i's eth0: what its kernel receives, an aggregate as one large
+        /// segment), `vif<i>` (guest i's bridge port in the data path).
+        port: capture::Port,
+        /// The pcap file (default: standard output).
+        #[arg(short = 'w', long = "write")]
+        write: Option<std::path::PathBuf>,
+        /// Stop after this many packets.
+        #[arg(short = 'c', long)]
+        count: Option<u64>,
+        /// Stop after this many seconds.
+        #[arg(long)]
+        duration: Option<f64>,
     },
     /// The traffic tool: a TCP stream, a TCP request/response and a UDP stream test (netperf-like).
     Perf {
@@ -506,6 +525,29 @@ fn run(cli: Cli) -> Result<()> {
             let err = ns.command(&cmd[0]).args(&cmd[1..]).exec();
             Err(anyhow!("exec {}: {err}", cmd[0]))
         }
+        Cmd::Capture {
+            id,
+            port,
+            write,
+            count,
+            duration,
+        } => {
+            let duration = match duration {
+                Some(d) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be positive"),
+                d => d.map(Duration::from_secs_f64),
+            };
+            if count == Some(0) {
+                bail!("-c must be at least 1");
+            }
+            need_root("capture")?;
+            capture::run(capture::CaptureOpts {
+                id,
+                port,
+                write,
+                count,
+                duration,
+            })
+        }
         Cmd::Perf { cmd } => perf(cmd),
         Cmd::Bench(args) => bench::run(args),
         Cmd::Daemon { config } => {
@@ -600,6 +642,22 @@ fn print_stat(v: &serde_json::Value) {
         flat("  flush", &v["lro"]["flush"]);
         flat("  latency", &v["lro"]["flush_latency"]);
     }
+    if u64_of(&v["capture"]["started"]) > 0 {
+        let mut c = v["capture"].clone();
+        if let Some(o) = c.as_object_mut() {
+            o.remove("active");
+        }
+        flat("capture", &c);
+        for c in v["capture"]["active"].as_array().into_iter().flatten() {
+            println!(
+                "    {}  records={} bytes={} dropped={}",
+                c["port"].as_str().unwrap_or("?"),
+                c["records"],
+                c["bytes"],
+                c["dropped"]
+            );
+        }
+    }
     if let Some(vifs) = v["vifs"].as_array() {
         for vif in vifs {
             println!(
@@ -624,6 +682,10 @@ fn print_stat(v: &serde_json::Value) {
         );
         flat("  tap", &r["stats"]);
     }
+}
+
+fn u64_of(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or(0)
 }
 
 fn perf(cmd: PerfCmd) -> Result<()> {
