@@ -42,6 +42,7 @@
 pub mod dm;
 pub mod guest;
 pub mod port;
+pub mod process;
 pub mod vcpu;
 
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -48,6 +48,19 @@ pub struct DaemonConfig {
     /// Slots of the physical port's packet ring (see [`check_ring_frames`]).
     #[serde(default = "default_ring_frames")]
     pub ring_frames: u32,
+    /// HVM guests on the emulated NE2000, after the PV guests (seed 002).
+    #[serde(default)]
+    pub hvm: usize,
+    /// Their port-I/O path: `original`, `seed` or `max`.
+    #[serde(default = "default_hvm_path")]
+    pub hvm_path: String,
+    /// Modelled cost of one VM exit, nanoseconds.
+    #[serde(default)]
+    pub exit_cost_ns: u64,
+}
+
+fn default_hvm_path() -> String {
+    "original".into()
 }
 
 fn yes() -> bool {
@@ -113,6 +126,9 @@ impl Default for DaemonConfig {
             guest_gso: true,
             gro: false,
             ring_frames: pvnet_pnic::DEFAULT_FRAME_NR,
+            hvm: 0,
+            hvm_path: default_hvm_path(),
+            exit_cost_ns: 0,
         }
     }
 }

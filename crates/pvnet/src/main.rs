@@ -77,6 +77,18 @@ enum Cmd {
         sender_cpu: Option<usize>,
         #[command(flatten)]
         lro: LroArgs,
+        /// HVM guests on an emulated NE2000 (seed 002), started after the PV guests: guests
+        /// g<guests>.. Each has a device model process in the driver domain.
+        #[arg(long, default_value_t = 0)]
+        hvm: usize,
+        /// The HVM guests' port-I/O path: `original` (every access to the device model),
+        /// `seed` (the paper's trap handler) or `max` (everything that needs no card memory
+        /// at the trap).
+        #[arg(long, default_value = "original", value_parser = ["original", "seed", "max"])]
+        hvm_path: String,
+        /// Modelled cost of one VM exit in nanoseconds (spent by the HVM vCPU per port access).
+        #[arg(long, default_value_t = 0)]
+        exit_cost_ns: u64,
     },
     /// Change the data path of a running system: aggregation policy, representation, BO.
     Set {
@@ -140,6 +152,18 @@ enum Cmd {
     /// (internal) a guest process on an inherited control socket.
     #[command(hide = true)]
     GuestRun {
+        #[arg(long)]
+        ctl_fd: i32,
+    },
+    /// (internal) an HVM guest's device model on an inherited control socket.
+    #[command(hide = true)]
+    DeviceModel {
+        #[arg(long)]
+        ctl_fd: i32,
+    },
+    /// (internal) an HVM guest on an inherited control socket.
+    #[command(hide = true)]
+    HvmGuestRun {
         #[arg(long)]
         ctl_fd: i32,
     },
@@ -309,10 +333,16 @@ fn run(cli: Cli) -> Result<()> {
             gro,
             sender_cpu,
             lro,
+            hvm,
+            hvm_path,
+            exit_cost_ns,
         } => {
             let settings = lro.settings();
             need_root("up")?;
-            if guests == 0 && mode != Mode::Linux && attach == 0 {
+            if hvm > 0 && mode != Mode::Xen {
+                bail!("--hvm needs --mode xen");
+            }
+            if guests == 0 && mode != Mode::Linux && attach == 0 && hvm == 0 {
                 bail!("--guests must be at least 1");
             }
             if mode == Mode::Relay && attach > 0 {
@@ -340,6 +370,9 @@ fn run(cli: Cli) -> Result<()> {
                 guest_gso: lro.guest_gso,
                 gro,
                 ring_frames,
+                hvm,
+                hvm_path,
+                exit_cost_ns,
             };
             if mode == Mode::Linux && (settings.is_some() || lro.bo) {
                 bail!("--lro and --bo need the driver domain (--mode xen or relay)");
@@ -442,7 +475,19 @@ fn run(cli: Cli) -> Result<()> {
             let sock = unsafe { OwnedFd::from_raw_fd(ctl_fd) };
             pvnet_guest::run::run_guest(sock)
         }
+        Cmd::DeviceModel { ctl_fd } => pvnet_hvm::process::run_device_model(inherited(ctl_fd)?),
+        Cmd::HvmGuestRun { ctl_fd } => pvnet_hvm::process::run_hvm_guest(inherited(ctl_fd)?),
     }
+}
+
+/// The control socket the daemon placed at `fd` (dup2 before exec).
+fn inherited(fd: i32) -> Result<OwnedFd> {
+    if fd < 3 {
+        bail!("--ctl-fd must name an inherited descriptor");
+    }
+    // SAFETY: the daemon placed this process's control socket at this descriptor number for
+    // us (dup2 before exec); nothing else in this process owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Runs the daemon in this process: start, write info, serve, tear down.
