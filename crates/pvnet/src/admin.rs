@@ -18,6 +18,8 @@ pub enum AdminRequest {
     Down,
     /// Reconfigures the data path of a running system; None leaves a setting as it is.
     Set(SetRequest),
+    /// Flips every HVM domain's port-I/O path (`original`, `seed`, `max`) in its ioreq page.
+    HvmPath(String),
 }
 
 /// `pvnet set`'s changes, parsed by the command (the daemon receives types, not strings).
@@ -68,6 +70,8 @@ pub enum AdminReply {
     Set(Settings),
     /// `Stat`: every counter, as `pvnet stat --json` prints it.
     Stat(serde_json::Value),
+    /// `HvmPath` applied to this many HVM domains.
+    HvmPath { path: String, domains: usize },
     /// The request was refused, and nothing changed.
     Error(String),
 }

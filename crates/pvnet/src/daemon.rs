@@ -1012,6 +1012,20 @@ impl Daemon {
                 Ok(()) => AdminReply::Set(self.settings()),
                 Err(e) => AdminReply::Error(format!("{e:#}")),
             },
+            AdminRequest::HvmPath(p) => match pvnet_hvm::parse_path(&p) {
+                Some(path) => {
+                    // The vCPUs read the selector at their next exit.
+                    for h in self.hvms.values() {
+                        h.shared.set_path(path);
+                    }
+                    self.cfg.hvm_path = p.clone();
+                    AdminReply::HvmPath {
+                        path: p,
+                        domains: self.hvms.len(),
+                    }
+                }
+                None => AdminReply::Error(format!("no HVM path {p:?}: original, seed or max")),
+            },
         };
         let c = self.admin_conns.get(&id).expect("present");
         let _ = ctl::send(c.as_fd(), &reply, &[]);

@@ -106,6 +106,9 @@ enum Cmd {
         /// Bridge optimization: forward skb-mode aggregates without linearizing them.
         #[arg(long, value_parser = on_off)]
         bo: Option<bool>,
+        /// The HVM guests' port-I/O path, flipped live: `original`, `seed` or `max`.
+        #[arg(long, value_parser = ["original", "seed", "max"])]
+        hvm_path: Option<String>,
     },
     /// Stop a run and remove everything it created.
     Down {
@@ -421,12 +424,25 @@ fn run(cli: Cli) -> Result<()> {
             lro,
             lro_mode,
             bo,
+            hvm_path,
         } => {
-            if lro.is_none() && lro_mode.is_none() && bo.is_none() {
-                bail!("nothing to set: give --lro, --lro-mode or --bo");
+            if lro.is_none() && lro_mode.is_none() && bo.is_none() && hvm_path.is_none() {
+                bail!("nothing to set: give --lro, --lro-mode, --bo or --hvm-path");
             }
             need_root("set")?;
             let id = rundir::pick_run(id.as_deref())?;
+            if let Some(p) = hvm_path {
+                match admin::call(&id, &AdminRequest::HvmPath(p))? {
+                    AdminReply::HvmPath { path, domains } => {
+                        println!("pvnet: hvm path {path} ({domains} HVM domains)")
+                    }
+                    AdminReply::Error(e) => bail!("{e}"),
+                    other => bail!("the daemon answered an hvm-path request with {other:?}"),
+                }
+                if lro.is_none() && lro_mode.is_none() && bo.is_none() {
+                    return Ok(());
+                }
+            }
             let req = AdminRequest::Set(admin::SetRequest {
                 port,
                 lro: lro.map(|l| l.0.map_or(admin::LroChange::Off, admin::LroChange::On)),
@@ -589,6 +605,30 @@ fn print_stat(v: &serde_json::Value) {
             r["mac"].as_str().unwrap_or("")
         );
         flat("  tap", &r["stats"]);
+    }
+    for h in v["hvm"].as_array().into_iter().flatten() {
+        println!(
+            "  hvm {}  {}  path {}  {}{}",
+            h["domid"],
+            h["mac"].as_str().unwrap_or(""),
+            h["path"].as_str().unwrap_or("?"),
+            if h["ready"] == true {
+                "ready"
+            } else {
+                "starting"
+            },
+            h["failed"]
+                .as_str()
+                .map(|f| format!(" (failed: {f})"))
+                .unwrap_or_default()
+        );
+        flat("  port", &h["bridge_port"]);
+        flat("  dm", &h["device_model"]);
+        flat("  dm card", &h["device_model"]["card"]);
+        flat("  dm ioreq", &h["device_model"]["server"]);
+        flat("  guest", &h["guest"]);
+        flat("  vcpu", &h["guest"]["vcpu"]);
+        flat("  driver", &h["guest"]["driver"]);
     }
 }
 

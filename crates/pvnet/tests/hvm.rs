@@ -137,6 +137,61 @@ fn an_hvm_guest_talks_to_a_pv_guest_and_the_remote_host_on_every_path() {
 }
 
 #[test]
+fn pvnet_set_flips_the_hvm_path_under_a_stream() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("pvnet_set_flips_the_hvm_path_under_a_stream") {
+        return;
+    }
+    let run = Run::up(&["--hvm", "1", "--guests", "1", "--exit-cost-ns", "500"]);
+    let bytes = 16u64 << 20;
+    let mut srv = server(&run, "g1", HVM_ADDR);
+    let r = &run;
+    let report = std::thread::scope(|sc| {
+        let st = sc.spawn(move || stream(r, HVM_ADDR, bytes));
+        for path in ["seed", "max", "original", "max", "seed"] {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let out = ok(&["set", "--id", &r.id, "--hvm-path", path]);
+            assert!(
+                out.contains(&format!("hvm path {path} (1 HVM domains)")),
+                "{out}"
+            );
+        }
+        st.join().unwrap()
+    });
+    assert_eq!(
+        report["receiver"]["bytes"].as_u64(),
+        Some(bytes),
+        "{report}"
+    );
+    assert_eq!(
+        report["receiver"]["mismatches"].as_u64(),
+        Some(0),
+        "{report}"
+    );
+    let _ = srv.wait();
+    fails_saying(
+        &["set", "--id", &run.id, "--hvm-path", "fast"],
+        "invalid value 'fast'",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let st = run.stat();
+    let h = &st["hvm"][0];
+    assert_eq!(h["path"], "seed", "{h}");
+    let v = &h["guest"]["vcpu"];
+    assert!(u(&v["path_changes"]) >= 1, "{v}");
+    assert!(
+        u(&v["exits_original"]) > 0 && u(&v["exits_fast"]) > 0,
+        "{v}"
+    );
+    assert_eq!(u(&v["bad_path"]), 0);
+    let text = ok(&["stat", "--id", &run.id]);
+    assert!(
+        text.contains("hvm ") && text.contains("path seed"),
+        "{text}"
+    );
+}
+
+#[test]
 fn hvm_needs_the_xen_mode() {
     if skip_unless_root("hvm_needs_the_xen_mode") {
         return;
