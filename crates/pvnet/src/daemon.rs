@@ -548,25 +548,30 @@ impl Daemon {
         let Some(h) = self.hvms.get_mut(&dom) else {
             return;
         };
-        let fd = if dm { &h.dm_ctl } else { &h.guest_ctl };
-        let watched = fd.as_ref().map(|f| f.as_raw_fd());
         let open = if dm {
             h.dm_messages()
         } else {
             h.guest_messages()
         };
-        if !open {
-            if let Some(raw) = watched {
-                // SAFETY: `raw` was the socket's descriptor until the domain dropped it just
-                // now; removing it from the epoll set only names the number.
-                let _ = self.ep.delete(unsafe { BorrowedFd::borrow_raw(raw) });
-            }
-            if h.failed.is_none() && !self.stopping {
-                h.failed = Some(format!(
-                    "{} exited",
-                    if dm { "device model" } else { "guest" }
-                ));
-            }
+        if open {
+            return;
+        }
+        let gone = if dm {
+            h.dm_ctl.take()
+        } else {
+            h.guest_ctl.take()
+        };
+        if let Some(fd) = gone {
+            let _ = self.ep.delete(fd.as_fd());
+        }
+        if dm {
+            // Its network socket hung up with it: stop watching the bridge port.
+            let _ = self.ep.delete(h.net_watch.as_fd());
+        }
+        if h.failed.is_none() && !self.stopping {
+            let who = if dm { "device model" } else { "guest" };
+            eprintln!("pvnet: HVM domain {dom}: the {who} exited");
+            h.failed = Some(format!("{who} exited"));
         }
     }
 
@@ -1211,7 +1216,7 @@ mod tests {
 
     #[test]
     fn other_words_are_no_token() {
-        for w in [0, 1, 10 << 32, (1 << 32) | 5, (5 << 32) | 65536, u64::MAX] {
+        for w in [0, 1, 13 << 32, (1 << 32) | 5, (5 << 32) | 65536, u64::MAX] {
             assert_eq!(Token::from_u64(w), None, "{w:#x}");
         }
     }

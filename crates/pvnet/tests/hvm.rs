@@ -192,6 +192,33 @@ fn pvnet_set_flips_the_hvm_path_under_a_stream() {
 }
 
 #[test]
+fn a_killed_device_model_is_reported_and_the_run_still_comes_down_clean() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("a_killed_device_model_is_reported_and_the_run_still_comes_down_clean") {
+        return;
+    }
+    let run = Run::up(&["--hvm", "1", "--guests", "1"]);
+    ping(&run, "remote", HVM_ADDR, 2);
+    let st = run.stat();
+    let dm = u(&st["hvm"][0]["dm_pid"]) as i32;
+    let guest = u(&st["hvm"][0]["guest_pid"]);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(dm), nix::sys::signal::SIGKILL).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let st = run.stat();
+    let h = &st["hvm"][0];
+    assert_eq!(h["failed"], "device model exited", "{h}");
+    // The PV guest is unaffected.
+    ping(&run, "remote", PV_ADDR, 2);
+    let id = run.id.clone();
+    drop(run);
+    assert_run_gone(&id);
+    assert!(
+        !hvm_process_alive(guest),
+        "the HVM guest outlived pvnet down"
+    );
+}
+
+#[test]
 fn hvm_needs_the_xen_mode() {
     if skip_unless_root("hvm_needs_the_xen_mode") {
         return;

@@ -317,7 +317,8 @@ pub fn create(
 }
 
 impl HvmDomain {
-    /// Reads what the device model sent. False when its socket closed.
+    /// Reads what the device model sent. False when its socket closed (or broke): the caller
+    /// takes it out of its epoll set and drops it.
     pub fn dm_messages(&mut self) -> bool {
         let Some(s) = self.dm_ctl.as_ref() else {
             return false;
@@ -331,15 +332,12 @@ impl HvmDomain {
                     self.failed = Some(format!("device model: {e}"));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
-                Ok(None) | Err(_) => {
-                    self.dm_ctl = None;
-                    return false;
-                }
+                Ok(None) | Err(_) => return false,
             }
         }
     }
 
-    /// Reads what the guest sent. False when its socket closed.
+    /// Reads what the guest sent. False when its socket closed (or broke), as above.
     pub fn guest_messages(&mut self) -> bool {
         let Some(s) = self.guest_ctl.as_ref() else {
             return false;
@@ -353,10 +351,7 @@ impl HvmDomain {
                     self.failed = Some(format!("guest: {e}"));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
-                Ok(None) | Err(_) => {
-                    self.guest_ctl = None;
-                    return false;
-                }
+                Ok(None) | Err(_) => return false,
             }
         }
     }
