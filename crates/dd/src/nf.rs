@@ -1,5 +1,5 @@
 //! A per-packet filter pass standing for bridge netfilter (`CONFIG_BRIDGE_NETFILTER`, the cost
-//! seed 003 finds in the bridge path): an ordered list of rules, each `accept` or `drop`, the
+//! Santos, Janakiraman and Turner find in the bridge path): an ordered list of rules, each `accept` or `drop`, the
 //! first matching rule decides, a default policy decides the rest; every rule and the policy
 //! count the packets and bytes they decided.
 //!

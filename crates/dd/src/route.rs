@@ -1,4 +1,4 @@
-//! Netback MAC routing, the bridge's alternative in seed 003 ("Network alternative to bridge"):
+//! Netback MAC routing, the bridge's alternative in Santos, Janakiraman and Turner's "Network optimizations for PV guests" ("Network alternative to bridge"):
 //! netback keeps the vif ↔ interface mappings the toolstack gives it and sends each frame by
 //! destination MAC straight to a guest, the physical port or the driver domain's own stack, or to
 //! all of them for broadcast/multicast. Nothing is learned and nothing ages.

@@ -1,4 +1,4 @@
-//! The driver domain's switching alternatives behind one face (seed 003, "Bridge optimization"):
+//! The driver domain's switching alternatives behind one face (Santos, Janakiraman and Turner, "Bridge optimization"):
 //! the learning bridge (`crate::bridge`), the bridge with a per-packet filter pass standing for
 //! bridge netfilter (`crate::nf`), and netback MAC routing (`crate::route`). The daemon calls
 //! [`Switch::input`] per frame and carries out the [`Decision`], whichever mode runs.

@@ -332,6 +332,35 @@ impl Card {
         shared.rx_blocked.store(0, SeqCst);
     }
 
+    /// Re-raises ISR.PRX for frames the ring still holds after the driver acknowledged PRX.
+    ///
+    /// Linux's `ei_receive` takes at most 9 frames per call and then acknowledges PRX, and a
+    /// frame placed between its last CURR read and that acknowledgement is left unannounced as
+    /// well. A DP8390 on a wire announces the next frame that arrives (PRX, or OVW once the ring
+    /// is full), which makes the driver read the ring again; a device model that *holds* the
+    /// next frame while the ring is full (as QEMU queues it) delivers no next frame, and the
+    /// driver would never read the ring again. The device model calls this when it holds a
+    /// frame or has just served the guest. It sets PRX when the card is started, the ring is
+    /// usable and not empty (BNRY + 1, wrapped from PSTOP to PSTART, differs from CURR) and PRX
+    /// is clear, and says whether it did (a rising line is counted in `irq_raised`).
+    pub fn reannounce(&self, shared: &SharedRegs) -> bool {
+        if shared.cr.load(SeqCst) & cr::STP != 0 || shared.isr.load(SeqCst) & isr::PRX != 0 {
+            return false;
+        }
+        let Some(ring) = shared.ring() else {
+            return false;
+        };
+        let mut next = u32::from(shared.bnry.load(SeqCst)).wrapping_add(1) << 8;
+        if next >= ring.stop || next < ring.start {
+            next = ring.start;
+        }
+        if next == ring.curr {
+            return false;
+        }
+        shared.raise(isr::PRX);
+        true
+    }
+
     /// The bytes of a transmitted frame.
     pub fn tx_bytes(&self, frame: TxFrame) -> &[u8] {
         let start = usize::from(frame.offset);

@@ -24,6 +24,8 @@ pub enum AdminRequest {
     Capture {
         guest: usize,
     },
+    /// Flips every HVM domain's port-I/O path (`original`, `seed`, `max`) in its ioreq page.
+    HvmPath(String),
 }
 
 /// `pvnet set`'s changes, parsed by the command (the daemon receives types, not strings).
@@ -77,6 +79,8 @@ pub enum AdminReply {
     /// `Capture` started: records of the port named follow on the descriptor sent with this
     /// reply.
     Capture { port: String },
+    /// `HvmPath` applied to this many HVM domains.
+    HvmPath { path: String, domains: usize },
     /// The request was refused, and nothing changed.
     Error(String),
 }

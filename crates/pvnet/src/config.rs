@@ -63,10 +63,23 @@ pub struct DaemonConfig {
     /// interfaces (see [`check_mtu`]). Configs written before `--mtu` existed mean 1500.
     #[serde(default = "default_mtu")]
     pub mtu: u32,
+    /// HVM guests on the emulated NE2000, after the PV guests.
+    #[serde(default)]
+    pub hvm: usize,
+    /// Their port-I/O path: `original`, `seed` or `max`.
+    #[serde(default = "default_hvm_path")]
+    pub hvm_path: String,
+    /// Modelled cost of one VM exit, nanoseconds.
+    #[serde(default)]
+    pub exit_cost_ns: u64,
 }
 
 fn default_mtu() -> u32 {
     DEFAULT_MTU
+}
+
+fn default_hvm_path() -> String {
+    "original".into()
 }
 
 fn yes() -> bool {
@@ -151,6 +164,9 @@ impl Default for DaemonConfig {
             rules: None,
             grant: pvnet_dd::netback::Mechanism::Copy,
             mtu: DEFAULT_MTU,
+            hvm: 0,
+            hvm_path: default_hvm_path(),
+            exit_cost_ns: 0,
         }
     }
 }

@@ -47,6 +47,8 @@ use crate::config::{check_mtu, check_ring_frames, DaemonConfig, LroSettings, Mod
 use crate::relay::RelayTap;
 use crate::rundir::{self, RunInfo};
 
+mod hvm;
+
 /// The event channel port every vif uses inside its domain.
 const VIF_PORT: u32 = 1;
 /// The MAC of the driver domain's own stack port.
@@ -75,6 +77,12 @@ pub enum Token {
     AdminConn(u32),
     /// Relayed guest `dom`'s TAP has frames.
     Relay(u16),
+    /// HVM domain `dom`'s device model sent frames to its bridge port.
+    HvmNet(u16),
+    /// HVM domain `dom`'s device model's control socket.
+    DmCtl(u16),
+    /// HVM guest `dom`'s control socket.
+    HvmCtl(u16),
 }
 
 impl Token {
@@ -90,6 +98,9 @@ impl Token {
             Token::Attach(d) => (7, d as u32),
             Token::AdminConn(id) => (8, id),
             Token::Relay(d) => (9, d as u32),
+            Token::HvmNet(d) => (10, d as u32),
+            Token::DmCtl(d) => (11, d as u32),
+            Token::HvmCtl(d) => (12, d as u32),
         };
         (kind << 32) | arg as u64
     }
@@ -109,6 +120,9 @@ impl Token {
             7 => dom.map(Token::Attach),
             8 => Some(Token::AdminConn(arg)),
             9 => dom.map(Token::Relay),
+            10 => dom.map(Token::HvmNet),
+            11 => dom.map(Token::DmCtl),
+            12 => dom.map(Token::HvmCtl),
             _ => None,
         }
     }
@@ -240,6 +254,8 @@ pub struct Daemon {
     vifs: BTreeMap<u16, Vif>,
     /// Mode relay: each relayed guest's MAC, by domid.
     relay_macs: BTreeMap<u16, [u8; 6]>,
+    /// HVM domains (emulated NE2000), by domid.
+    hvms: BTreeMap<u16, hvm::HvmDomain>,
     ep: Epoll,
     sigfd: SignalFd,
     admin: OwnedFd,
@@ -287,12 +303,15 @@ impl Daemon {
     /// Builds the testbed and, for the PV modes, the driver domain and its guests. Returns when
     /// every guest's frontend is connected (or failed).
     pub fn start(cfg: DaemonConfig) -> Result<Daemon> {
+        if cfg.hvm > 0 && cfg.mode != Mode::Xen {
+            bail!("HVM guests need the driver domain's toolstack (--hvm needs --mode xen)");
+        }
         let sigfd = signal_fd()?;
         let id = RunId::parse(&cfg.id)?;
         std::fs::create_dir_all(rundir::run_dir(&cfg.id))?;
         let guests = match cfg.mode {
             Mode::Linux => 0,
-            Mode::Xen => cfg.guests + cfg.attach,
+            Mode::Xen => cfg.guests + cfg.attach + cfg.hvm,
             Mode::Relay if cfg.attach > 0 => {
                 bail!("mode relay has no frontends to attach (--attach needs --mode xen)")
             }
@@ -337,6 +356,7 @@ impl Daemon {
             lro_timer,
             vifs: BTreeMap::new(),
             relay_macs: BTreeMap::new(),
+            hvms: BTreeMap::new(),
             ep,
             sigfd,
             admin,
@@ -360,12 +380,16 @@ impl Daemon {
             let spawn = i < self.cfg.guests;
             self.create_guest(i, spawn)?;
         }
+        for i in 0..self.cfg.hvm {
+            self.create_hvm_guest(self.cfg.guests + self.cfg.attach + i)?;
+        }
         // Wait until every spawned guest is connected and up.
         let deadline = Instant::now() + Duration::from_secs(20);
         while self
             .vifs
             .values()
             .any(|v| v.child.is_some() && !v.ready && v.failed.is_none())
+            || self.hvms.values().any(|h| !h.ready() && h.failed.is_none())
         {
             if Instant::now() > deadline {
                 bail!("guests did not connect within 20 s");
@@ -374,6 +398,13 @@ impl Daemon {
             if self.stopping {
                 bail!("interrupted while starting");
             }
+        }
+        if let Some(h) = self.hvms.values().find(|h| h.failed.is_some()) {
+            bail!(
+                "HVM guest {} failed: {}",
+                h.domid,
+                h.failed.as_deref().unwrap_or("")
+            );
         }
         if let Some(v) = self.vifs.values().find(|v| v.failed.is_some()) {
             bail!(
@@ -526,6 +557,70 @@ impl Daemon {
         self.dp.add_guest_port(domid.0);
         self.vifs.insert(domid.0, vif);
         Ok(())
+    }
+
+    /// Toolstack: builds HVM domain `i + 1` (guest `i` of the testbed; see [`hvm`]) and puts
+    /// its device model's network side on the bridge.
+    fn create_hvm_guest(&mut self, i: usize) -> Result<()> {
+        let dom = i as u16 + 1;
+        let path = pvnet_hvm::parse_path(&self.cfg.hvm_path)
+            .ok_or_else(|| anyhow!("--hvm-path {:?}: original, seed or max", self.cfg.hvm_path))?;
+        let c = hvm::create(
+            dom,
+            i,
+            &self.testbed.dd,
+            &self.testbed.guests[i],
+            self.cfg.cpu,
+            path,
+            self.cfg.exit_cost_ns,
+        )?;
+        let h = c.domain;
+        self.ep
+            .add(h.net_watch.as_fd(), Token::HvmNet(dom).event())?;
+        for (fd, t) in [
+            (&h.dm_ctl, Token::DmCtl(dom)),
+            (&h.guest_ctl, Token::HvmCtl(dom)),
+        ] {
+            self.ep
+                .add(fd.as_ref().expect("fresh").as_fd(), t.event())?;
+        }
+        self.dp
+            .attach_tap(vif_port(dom), h.mac, Box::new(c.port))
+            .map_err(|e| anyhow!("attaching HVM guest {i}'s device model to the switch: {e}"))?;
+        self.hvms.insert(dom, h);
+        Ok(())
+    }
+
+    /// A control message from an HVM domain's device model or guest (`dm`).
+    fn hvm_ctl(&mut self, dom: u16, dm: bool) {
+        let Some(h) = self.hvms.get_mut(&dom) else {
+            return;
+        };
+        let open = if dm {
+            h.dm_messages()
+        } else {
+            h.guest_messages()
+        };
+        if open {
+            return;
+        }
+        let gone = if dm {
+            h.dm_ctl.take()
+        } else {
+            h.guest_ctl.take()
+        };
+        if let Some(fd) = gone {
+            let _ = self.ep.delete(fd.as_fd());
+        }
+        if dm {
+            // Its network socket hung up with it: stop watching the bridge port.
+            let _ = self.ep.delete(h.net_watch.as_fd());
+        }
+        if h.failed.is_none() && !self.stopping {
+            let who = if dm { "device model" } else { "guest" };
+            eprintln!("pvnet: HVM domain {dom}: the {who} exited");
+            h.failed = Some(format!("{who} exited"));
+        }
     }
 
     fn spawn_guest(&self, i: usize, ctl_guest: OwnedFd) -> Result<Child> {
@@ -733,7 +828,9 @@ impl Daemon {
                 self.dp.timer_fired();
             }
             Token::StackTap => self.dp.tap_input(PORT_DDSTACK),
-            Token::Relay(dom) => self.dp.tap_input(vif_port(dom)),
+            Token::Relay(dom) | Token::HvmNet(dom) => self.dp.tap_input(vif_port(dom)),
+            Token::DmCtl(dom) => self.hvm_ctl(dom, true),
+            Token::HvmCtl(dom) => self.hvm_ctl(dom, false),
             Token::Evtchn(dom) => self.dp.vif_event(dom),
             Token::GuestCtl(dom) => self.guest_ctl(dom)?,
             Token::Attach(dom) => self.attach_accept(dom)?,
@@ -1009,6 +1106,20 @@ impl Daemon {
                 Ok(()) => AdminReply::Set(self.settings()),
                 Err(e) => AdminReply::Error(format!("{e:#}")),
             },
+            AdminRequest::HvmPath(p) => match pvnet_hvm::parse_path(&p) {
+                Some(path) => {
+                    // The vCPUs read the selector at their next exit.
+                    for h in self.hvms.values() {
+                        h.shared.set_path(path);
+                    }
+                    self.cfg.hvm_path = p.clone();
+                    AdminReply::HvmPath {
+                        path: p,
+                        domains: self.hvms.len(),
+                    }
+                }
+                None => AdminReply::Error(format!("no HVM path {p:?}: original, seed or max")),
+            },
         };
         let c = self.admin_conns.get(&id).expect("present");
         let fds: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
@@ -1119,6 +1230,20 @@ impl Daemon {
                 })
                 .collect::<Vec<_>>()
         });
+        let hvm: Vec<serde_json::Value> = (self.hvms.values())
+            .map(|h| {
+                let mut v = h.stat_json();
+                if let (Some(o), Some((c, port))) =
+                    (v.as_object_mut(), self.dp.tap_stats(vif_port(h.domid)))
+                {
+                    o.insert("bridge_port".into(), port);
+                    o.insert("from_dm".into(), c.rx.into());
+                    o.insert("to_dm".into(), c.tx.into());
+                    o.insert("to_dm_errors".into(), c.tx_errors.into());
+                }
+                v
+            })
+            .collect();
         json!({
             "id": self.cfg.id,
             "mode": self.cfg.mode,
@@ -1135,6 +1260,7 @@ impl Daemon {
             "vifs": vifs,
             "reclaimed": self.reclaimed,
             "relay": relay,
+            "hvm": hvm,
         })
     }
 
@@ -1165,6 +1291,9 @@ impl Daemon {
             }
         }
         let deadline = Instant::now() + Duration::from_secs(2);
+        for h in self.hvms.values_mut() {
+            h.stop(deadline);
+        }
         for v in self.vifs.values_mut() {
             if let Some(c) = v.child.as_mut() {
                 loop {
@@ -1188,6 +1317,7 @@ impl Daemon {
             }
         }
         self.vifs.clear();
+        self.hvms.clear();
         self.dp.clear();
         if let Err(e) = self.testbed.teardown() {
             eprintln!("pvnet: teardown: {e:#}");
@@ -1200,7 +1330,7 @@ impl Daemon {
 mod tests {
     use super::*;
 
-    const ALL: [Token; 9] = [
+    const ALL: [Token; 12] = [
         Token::Signal,
         Token::StackTap,
         Token::Admin,
@@ -1210,6 +1340,9 @@ mod tests {
         Token::Attach(7),
         Token::AdminConn(u32::MAX),
         Token::Relay(0),
+        Token::HvmNet(3),
+        Token::DmCtl(65535),
+        Token::HvmCtl(2),
     ];
 
     #[test]
@@ -1223,7 +1356,7 @@ mod tests {
 
     #[test]
     fn other_words_are_no_token() {
-        for w in [0, 1, 10 << 32, (1 << 32) | 5, (5 << 32) | 65536, u64::MAX] {
+        for w in [0, 1, 13 << 32, (1 << 32) | 5, (5 << 32) | 65536, u64::MAX] {
             assert_eq!(Token::from_u64(w), None, "{w:#x}");
         }
     }

@@ -100,6 +100,18 @@ enum Cmd {
         grant: pvnet_dd::netback::Mechanism,
         #[command(flatten)]
         lro: LroArgs,
+        /// HVM guests on an emulated NE2000 (Zhang, Li and Guan), started after the PV guests: guests
+        /// g<guests>.. Each has a device model process in the driver domain.
+        #[arg(long, default_value_t = 0)]
+        hvm: usize,
+        /// The HVM guests' port-I/O path: `original` (every access to the device model),
+        /// `seed` (the paper's trap handler) or `max` (everything that needs no card memory
+        /// at the trap).
+        #[arg(long, default_value = "original", value_parser = ["original", "seed", "max"])]
+        hvm_path: String,
+        /// Modelled cost of one VM exit in nanoseconds (spent by the HVM vCPU per port access).
+        #[arg(long, default_value_t = 0)]
+        exit_cost_ns: u64,
     },
     /// Change the data path of a running system: aggregation policy, representation, BO.
     Set {
@@ -117,6 +129,9 @@ enum Cmd {
         /// Bridge optimization: forward skb-mode aggregates without linearizing them.
         #[arg(long, value_parser = on_off)]
         bo: Option<bool>,
+        /// The HVM guests' port-I/O path, flipped live: `original`, `seed` or `max`.
+        #[arg(long, value_parser = ["original", "seed", "max"])]
+        hvm_path: Option<String>,
     },
     /// Stop a run and remove everything it created.
     Down {
@@ -181,6 +196,18 @@ enum Cmd {
     /// (internal) a guest process on an inherited control socket.
     #[command(hide = true)]
     GuestRun {
+        #[arg(long)]
+        ctl_fd: i32,
+    },
+    /// (internal) an HVM guest's device model on an inherited control socket.
+    #[command(hide = true)]
+    DeviceModel {
+        #[arg(long)]
+        ctl_fd: i32,
+    },
+    /// (internal) an HVM guest on an inherited control socket.
+    #[command(hide = true)]
+    HvmGuestRun {
         #[arg(long)]
         ctl_fd: i32,
     },
@@ -371,11 +398,17 @@ fn run(cli: Cli) -> Result<()> {
             rules,
             grant,
             lro,
+            hvm,
+            hvm_path,
+            exit_cost_ns,
         } => {
             let settings = lro.settings();
             config::check_mtu(mtu)?;
             need_root("up")?;
-            if guests == 0 && mode != Mode::Linux && attach == 0 {
+            if hvm > 0 && mode != Mode::Xen {
+                bail!("--hvm needs --mode xen");
+            }
+            if guests == 0 && mode != Mode::Linux && attach == 0 && hvm == 0 {
                 bail!("--guests must be at least 1");
             }
             if mode == Mode::Relay && attach > 0 {
@@ -417,6 +450,9 @@ fn run(cli: Cli) -> Result<()> {
                 rules,
                 grant,
                 mtu,
+                hvm,
+                hvm_path,
+                exit_cost_ns,
             };
             if mode == Mode::Linux && (settings.is_some() || lro.bo) {
                 bail!("--lro and --bo need the driver domain (--mode xen or relay)");
@@ -475,12 +511,25 @@ fn run(cli: Cli) -> Result<()> {
             lro,
             lro_mode,
             bo,
+            hvm_path,
         } => {
-            if lro.is_none() && lro_mode.is_none() && bo.is_none() {
-                bail!("nothing to set: give --lro, --lro-mode or --bo");
+            if lro.is_none() && lro_mode.is_none() && bo.is_none() && hvm_path.is_none() {
+                bail!("nothing to set: give --lro, --lro-mode, --bo or --hvm-path");
             }
             need_root("set")?;
             let id = rundir::pick_run(id.as_deref())?;
+            if let Some(p) = hvm_path {
+                match admin::call(&id, &AdminRequest::HvmPath(p))? {
+                    AdminReply::HvmPath { path, domains } => {
+                        println!("pvnet: hvm path {path} ({domains} HVM domains)")
+                    }
+                    AdminReply::Error(e) => bail!("{e}"),
+                    other => bail!("the daemon answered an hvm-path request with {other:?}"),
+                }
+                if lro.is_none() && lro_mode.is_none() && bo.is_none() {
+                    return Ok(());
+                }
+            }
             let req = AdminRequest::Set(admin::SetRequest {
                 port,
                 lro: lro.map(|l| l.0.map_or(admin::LroChange::Off, admin::LroChange::On)),
@@ -563,7 +612,19 @@ fn run(cli: Cli) -> Result<()> {
             let sock = unsafe { OwnedFd::from_raw_fd(ctl_fd) };
             pvnet_guest::run::run_guest(sock)
         }
+        Cmd::DeviceModel { ctl_fd } => pvnet_hvm::process::run_device_model(inherited(ctl_fd)?),
+        Cmd::HvmGuestRun { ctl_fd } => pvnet_hvm::process::run_hvm_guest(inherited(ctl_fd)?),
     }
+}
+
+/// The control socket the daemon placed at `fd` (dup2 before exec).
+fn inherited(fd: i32) -> Result<OwnedFd> {
+    if fd < 3 {
+        bail!("--ctl-fd must name an inherited descriptor");
+    }
+    // SAFETY: the daemon placed this process's control socket at this descriptor number for
+    // us (dup2 before exec); nothing else in this process owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Runs the daemon in this process: start, write info, serve, tear down.
@@ -681,6 +742,30 @@ fn print_stat(v: &serde_json::Value) {
             r["mac"].as_str().unwrap_or("")
         );
         flat("  tap", &r["stats"]);
+    }
+    for h in v["hvm"].as_array().into_iter().flatten() {
+        println!(
+            "  hvm {}  {}  path {}  {}{}",
+            h["domid"],
+            h["mac"].as_str().unwrap_or(""),
+            h["path"].as_str().unwrap_or("?"),
+            if h["ready"] == true {
+                "ready"
+            } else {
+                "starting"
+            },
+            h["failed"]
+                .as_str()
+                .map(|f| format!(" (failed: {f})"))
+                .unwrap_or_default()
+        );
+        flat("  port", &h["bridge_port"]);
+        flat("  dm", &h["device_model"]);
+        flat("  dm card", &h["device_model"]["card"]);
+        flat("  dm ioreq", &h["device_model"]["server"]);
+        flat("  guest", &h["guest"]);
+        flat("  vcpu", &h["guest"]["vcpu"]);
+        flat("  driver", &h["guest"]["driver"]);
     }
 }
 
