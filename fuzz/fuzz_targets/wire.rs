@@ -100,14 +100,27 @@ fn ipv4_view(d: &[u8]) {
         slow_sum(&d[..hl]) == 0xffff,
         "header checksum check differs from the reference"
     );
-    let _ = (p.dscp_ecn(), p.ident(), p.dont_frag(), p.ttl(), p.protocol());
+    let _ = (
+        p.dscp_ecn(),
+        p.ident(),
+        p.dont_frag(),
+        p.ttl(),
+        p.protocol(),
+    );
     let _ = (p.checksum(), p.src_addr(), p.dst_addr());
     if p.protocol() == ipv4::PROTO_TCP {
         let _ = checksum::tcp_v4_valid(&p);
     }
 
     let mut m = ipv4::Packet::new_checked(d.to_vec()).unwrap();
-    let old = (p.ttl(), p.ident(), p.protocol(), p.src_addr(), p.dst_addr(), p.dscp_ecn());
+    let old = (
+        p.ttl(),
+        p.ident(),
+        p.protocol(),
+        p.src_addr(),
+        p.dst_addr(),
+        p.dscp_ecn(),
+    );
     m.set_ttl(!old.0);
     m.set_ident(!old.1);
     m.set_protocol(!old.2);
@@ -115,12 +128,22 @@ fn ipv4_view(d: &[u8]) {
     m.set_dst_addr(old.3);
     m.set_dscp_ecn(!old.5);
     assert_eq!(
-        (m.ttl(), m.ident(), m.protocol(), m.src_addr(), m.dst_addr(), m.dscp_ecn()),
+        (
+            m.ttl(),
+            m.ident(),
+            m.protocol(),
+            m.src_addr(),
+            m.dst_addr(),
+            m.dscp_ecn()
+        ),
         (!old.0, !old.1, !old.2, old.4, old.3, !old.5)
     );
     m.fill_checksum();
     assert!(m.verify_checksum(), "fill_checksum leaves a bad checksum");
-    assert!(m.check_len().is_ok(), "setters of non-length fields broke the lengths");
+    assert!(
+        m.check_len().is_ok(),
+        "setters of non-length fields broke the lengths"
+    );
     m.set_ttl(old.0);
     m.set_ident(old.1);
     m.set_protocol(old.2);
@@ -146,7 +169,13 @@ fn ipv6_view(d: &[u8]) {
     assert!(ipv6::HEADER_LEN + pl <= d.len());
     assert_eq!(p.payload(), &d[ipv6::HEADER_LEN..ipv6::HEADER_LEN + pl]);
     assert!(p.flow_label() < 1 << 20);
-    let _ = (p.traffic_class(), p.next_header(), p.hop_limit(), p.src_addr(), p.dst_addr());
+    let _ = (
+        p.traffic_class(),
+        p.next_header(),
+        p.hop_limit(),
+        p.src_addr(),
+        p.dst_addr(),
+    );
     if p.next_header() == ipv4::PROTO_TCP {
         let _ = checksum::tcp_v6_valid(&p);
     }
@@ -173,11 +202,23 @@ fn tcp_view(d: &[u8]) {
     assert_eq!(s.options(), &d[tcp::HEADER_LEN..hl]);
     assert_eq!(s.payload(), &d[hl..]);
     let _ = (s.src_port(), s.dst_port(), s.seq_number(), s.ack_number());
-    let _ = (s.flags(), s.window(), s.checksum(), s.urgent_ptr(), s.timestamp());
+    let _ = (
+        s.flags(),
+        s.window(),
+        s.checksum(),
+        s.urgent_ptr(),
+        s.timestamp(),
+    );
     options_walk(s.options());
 
     let mut m = tcp::Segment::new_checked(d.to_vec()).unwrap();
-    let old = (s.src_port(), s.dst_port(), s.seq_number(), s.ack_number(), s.flags());
+    let old = (
+        s.src_port(),
+        s.dst_port(),
+        s.seq_number(),
+        s.ack_number(),
+        s.flags(),
+    );
     let (w, c) = (s.window(), s.checksum());
     m.set_src_port(old.1);
     m.set_dst_port(old.0);
@@ -187,11 +228,21 @@ fn tcp_view(d: &[u8]) {
     m.set_window(!w);
     m.set_checksum(!c);
     assert_eq!(
-        (m.src_port(), m.dst_port(), m.seq_number(), m.ack_number(), m.flags().0),
+        (
+            m.src_port(),
+            m.dst_port(),
+            m.seq_number(),
+            m.ack_number(),
+            m.flags().0
+        ),
         (old.1, old.0, !old.2, !old.3, !old.4 .0)
     );
     assert_eq!((m.window(), m.checksum()), (!w, !c));
-    assert_eq!(m.header_len(), hl, "the flags setter touched the data offset");
+    assert_eq!(
+        m.header_len(),
+        hl,
+        "the flags setter touched the data offset"
+    );
     assert_eq!(m.payload_mut().len(), d.len() - hl);
     m.set_src_port(old.0);
     m.set_dst_port(old.1);
@@ -208,13 +259,19 @@ fn options_walk(opts: &[u8]) {
     let mut it = TcpOptionIter::new(opts);
     let mut used = 0;
     for (kind, data) in it.by_ref() {
-        used += if kind == tcp::OPT_NOP { 1 } else { 2 + data.len() };
+        used += if kind == tcp::OPT_NOP {
+            1
+        } else {
+            2 + data.len()
+        };
         assert!(used <= opts.len(), "options walked past their end");
     }
     if let Some((ts_val, ts_ecr)) = tcp::timestamp(opts) {
         // The timestamp is a kind-8 option of 8 data bytes somewhere in the walk.
-        assert!(TcpOptionIter::new(opts).any(|(k, d)| k == tcp::OPT_TIMESTAMP
-            && d == [ts_val.to_be_bytes(), ts_ecr.to_be_bytes()].concat()));
+        assert!(
+            TcpOptionIter::new(opts).any(|(k, d)| k == tcp::OPT_TIMESTAMP
+                && d == [ts_val.to_be_bytes(), ts_ecr.to_be_bytes()].concat())
+        );
     }
 }
 
@@ -241,7 +298,10 @@ fn flow(f: &[u8]) {
             assert_eq!(m.l3_end(), m.l3_off + usize::from(ip.total_len()));
             assert_eq!(m.key.src, ip.src_addr());
             assert_eq!(m.key.dst, ip.dst_addr());
-            assert_eq!((m.ip_ident, m.ttl, m.tos, m.df), (ip.ident(), ip.ttl(), ip.dscp_ecn(), ip.dont_frag()));
+            assert_eq!(
+                (m.ip_ident, m.ttl, m.tos, m.df),
+                (ip.ident(), ip.ttl(), ip.dscp_ecn(), ip.dont_frag())
+            );
             assert_eq!(m.ip_options, ip.header_len() > ipv4::HEADER_LEN);
             assert_eq!(m.flow_label, 0);
             assert!(m.ip6_ext.is_empty());
@@ -249,10 +309,16 @@ fn flow(f: &[u8]) {
         ETHERTYPE_IPV6 => {
             assert!(m.is_ipv6());
             let ip = ipv6::Packet::new_checked(l3).expect("parse_tcp accepted a bad IPv6 header");
-            assert_eq!(m.l3_end(), m.l3_off + ipv6::HEADER_LEN + usize::from(ip.payload_len()));
+            assert_eq!(
+                m.l3_end(),
+                m.l3_off + ipv6::HEADER_LEN + usize::from(ip.payload_len())
+            );
             assert_eq!(m.key.src, ip.src_addr());
             assert_eq!(m.key.dst, ip.dst_addr());
-            assert_eq!((m.ttl, m.tos, m.flow_label), (ip.hop_limit(), ip.traffic_class(), ip.flow_label()));
+            assert_eq!(
+                (m.ttl, m.tos, m.flow_label),
+                (ip.hop_limit(), ip.traffic_class(), ip.flow_label())
+            );
             assert!(m.df && !m.ip_options && m.ip_ident == 0);
             // The extension headers, walked independently: only 0, 43, 60, ending in TCP.
             assert_eq!(m.ip6_ext, m.l3_off + ipv6::HEADER_LEN..m.l4_off);
@@ -271,11 +337,26 @@ fn flow(f: &[u8]) {
     let seg = tcp::Segment::new_checked(&f[m.l4_off..m.l3_end()]).unwrap();
     assert_eq!(m.payload_off, m.l4_off + seg.header_len());
     assert_eq!(m.payload_len, seg.payload().len());
-    assert_eq!((m.key.src_port, m.key.dst_port), (seg.src_port(), seg.dst_port()));
-    assert_eq!((m.seq, m.ack, m.flags, m.window), (seg.seq_number(), seg.ack_number(), seg.flags(), seg.window()));
+    assert_eq!(
+        (m.key.src_port, m.key.dst_port),
+        (seg.src_port(), seg.dst_port())
+    );
+    assert_eq!(
+        (m.seq, m.ack, m.flags, m.window),
+        (
+            seg.seq_number(),
+            seg.ack_number(),
+            seg.flags(),
+            seg.window()
+        )
+    );
     assert_eq!(m.options(f), seg.options());
     assert_eq!(m.timestamp(f), seg.timestamp());
-    assert_eq!(parse_tcp(f).as_ref(), Ok(&m), "parse_tcp is not deterministic");
+    assert_eq!(
+        parse_tcp(f).as_ref(),
+        Ok(&m),
+        "parse_tcp is not deterministic"
+    );
 }
 
 fn vnet_and_mac(d: &[u8]) {
@@ -285,7 +366,11 @@ fn vnet_and_mac(d: &[u8]) {
     }
     if let Some(mac) = MacAddr::from_slice(d) {
         let s = mac.to_string();
-        assert_eq!(s.parse::<MacAddr>(), Ok(mac), "MAC display/parse round trip");
+        assert_eq!(
+            s.parse::<MacAddr>(),
+            Ok(mac),
+            "MAC display/parse round trip"
+        );
         assert_eq!(mac.is_unicast(), !mac.is_multicast() && !mac.is_zero());
     }
     if let Ok(s) = std::str::from_utf8(d) {
