@@ -137,7 +137,7 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
     // (owner, token) of every watch ever registered: events may outlive their watch.
     let mut ever: BTreeSet<(u16, String)> = BTreeSet::new();
     let mut steps = 0;
-    while !u.is_empty() && steps < 200 {
+    while !u.is_empty() && steps < 100 {
         steps += 1;
         let who = *u.choose(&DOMS)?;
         let p = path(u)?;
