@@ -701,7 +701,7 @@ impl Netback {
     }
 
     /// Moves queued packets into the guest's posted buffers, as many as there are RX requests
-    /// for, one grant-copy batch per [`RX_BATCH`] packets; pushes the responses and notifies
+    /// for, one grant-copy batch per `RX_BATCH` (64) packets; pushes the responses and notifies
     /// if the frontend asked. Packets that don't fit stay queued (back-pressure).
     pub fn rx_flush(&mut self) -> Result<usize, Fatal> {
         if let Some(f) = self.fatal {

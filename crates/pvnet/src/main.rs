@@ -53,7 +53,7 @@ enum Cmd {
         /// the packet ring and the TAP without the Xen machinery, this emulation's floor).
         #[arg(long, value_enum, default_value_t = Mode::Xen)]
         mode: Mode,
-        /// Run id (default: a fresh one); names are pvnet-<id>-<role>.
+        /// Run id (default: a fresh one); names are `pvnet-<id>-<role>`.
         #[arg(long)]
         id: Option<String>,
         /// Frames per physical-port poll (NAPI budget), 1 to 512.

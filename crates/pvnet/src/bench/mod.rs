@@ -8,7 +8,7 @@
 //! - [`testbed`]: one testbed per measurement, started and torn down;
 //! - [`measure`]: one repetition (stream, CPU accounting, retransmissions, TCP_RR);
 //! - [`paired`]: TCP_RR of two PV configurations (`xen` and `adaptive`) on one testbed, switched live;
-//! - [`summary`]: medians, min, max, ratios; [`run`]: a finished run;
+//! - [`summary`]: medians, min, max, ratios; [`run`](mod@run): a finished run;
 //! - [`report`]: the tables, printed and as `report.md`; [`plot`]: the SVG plots; [`output`]:
 //!   what is written to disk;
 //! - [`progress`], [`interrupt`], [`child`], [`machine`]: the progress line, Ctrl-C, child
@@ -72,7 +72,7 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = Tool::Builtin)]
     pub tool: Tool,
     /// Output directory for report.md, results.json and the plots (default
-    /// bench-out/<UTC date-time>).
+    /// `bench-out/<UTC date-time>`).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Also write results.json to this file.
