@@ -100,8 +100,9 @@ enum Cmd {
         grant: pvnet_dd::netback::Mechanism,
         #[command(flatten)]
         lro: LroArgs,
-        /// HVM guests on an emulated NE2000 (Zhang, Li and Guan), started after the PV guests: guests
-        /// g<guests>.. Each has a device model process in the driver domain.
+        /// HVM guests on an emulated NE2000 (Zhang, Li and Guan), started after the PV guests
+        /// (they are g{N} and on, N the PV guests). Each has a device model process in the
+        /// driver domain.
         #[arg(long, default_value_t = 0)]
         hvm: usize,
         /// The HVM guests' port-I/O path: `original` (every access to the device model),
