@@ -44,7 +44,7 @@ fn checksum(b: &[u8]) -> u16 {
 }
 
 /// The payload of echo request `seq`: a pattern that differs per request.
-fn payload_byte(seq: u16, i: usize) -> u8 {
+pub fn payload_byte(seq: u16, i: usize) -> u8 {
     (i as u32).wrapping_mul(31).wrapping_add(u32::from(seq)) as u8
 }
 

@@ -142,8 +142,10 @@ fn inspect(frames: &[Vec<u8>]) -> Seen {
                     u16::from_be_bytes([l4[4], l4[5]]),
                     u16::from_be_bytes([l4[6], l4[7]]),
                 );
-                // perf ping's payload: 56 bytes counting up from 0.
-                let payload: Vec<u8> = (0..56).collect();
+                // perf ping's payload: 56 bytes of its pattern for this sequence number.
+                let payload: Vec<u8> = (0..56)
+                    .map(|i| pvnet_perf::ping::payload_byte(key.1, i))
+                    .collect();
                 match (l4[0], src, dst) {
                     (8, REMOTE, GUEST) => {
                         assert_eq!(&l4[8..], &payload[..], "echo request payload");
