@@ -8,6 +8,8 @@
 //! ([`DomId::DRIVER`]) reads and writes everything; a guest `D` writes only below
 //! `/local/domain/D/`, and reads its own subtree plus its backend directories
 //! `/local/domain/0/backend/<type>/D/...`. Watches need read permission on the watched path.
+//! The missing parents a write creates must be writable by the caller too: a guest cannot
+//! create its own `/local/domain/D` (the toolstack does), nor anything above it.
 //!
 //! Watches behave as in xenstored: registering fires once immediately; a watch on `P` fires for
 //! a write or removal of `P` or anything below it (event path = the changed node), and for the
@@ -188,6 +190,11 @@ impl Store {
             return Err(StoreError::Invalid("value too long"));
         }
         if !can_write(who, path) {
+            return Err(StoreError::PermissionDenied);
+        }
+        // The missing parents are created too, so the caller must be allowed to write each of
+        // them: a guest never (re)creates its own `/local/domain/D` or anything above it.
+        if ancestors(path).any(|p| !self.nodes.contains_key(p) && !can_write(who, p)) {
             return Err(StoreError::PermissionDenied);
         }
         let missing = ancestors(path)
@@ -588,6 +595,7 @@ mod tests {
     #[test]
     fn guest_writes_only_own_subtree() {
         let mut s = Store::new();
+        s.write(DomId::DRIVER, "/local/domain/5", "").unwrap();
         s.write(D, "/local/domain/5/device/vif/0/state", "1")
             .unwrap();
         assert_eq!(
@@ -643,13 +651,39 @@ mod tests {
         );
     }
 
+    /// Found by the `xenstore` fuzz target: after the toolstack removed a guest's directory
+    /// (or everything above it), a write below it recreated `/local`, `/local/domain` and
+    /// `/local/domain/D` as the guest's nodes.
+    #[test]
+    fn guest_cannot_create_its_home_or_above() {
+        let mut s = Store::new();
+        s.write(DomId::DRIVER, "/local/domain/5/device/vif/0/state", "1")
+            .unwrap();
+        // Missing parents below its home are the guest's to create.
+        s.write(D, "/local/domain/5/data/a/b", "x").unwrap();
+        assert_eq!(s.nodes_of(D), 3);
+        for gone in ["/local/domain/5", "/local/domain", "/local"] {
+            s.rm(DomId::DRIVER, gone).unwrap();
+            assert_eq!(
+                s.write(D, "/local/domain/5/device/vif/0/state", "4"),
+                Err(StoreError::PermissionDenied)
+            );
+            assert_eq!(s.read(DomId::DRIVER, gone).unwrap(), None);
+            assert_eq!(s.nodes_of(D), 0);
+        }
+        assert_eq!(
+            s.directory(DomId::DRIVER, "/").unwrap(),
+            Vec::<String>::new()
+        );
+    }
+
     #[test]
     fn guest_node_quota() {
         let mut s = Store::new();
-        for i in 0..MAX_NODES_PER_GUEST - 3 {
+        s.write(DomId::DRIVER, "/local/domain/5", "").unwrap();
+        for i in 0..MAX_NODES_PER_GUEST {
             s.write(D, &format!("/local/domain/5/n{i}"), "").unwrap();
         }
-        // The guest created /local, /local/domain, /local/domain/5 as parents too.
         assert_eq!(s.nodes_of(D), MAX_NODES_PER_GUEST);
         assert_eq!(
             s.write(D, "/local/domain/5/more", ""),
@@ -730,6 +764,7 @@ mod tests {
     #[test]
     fn remove_watches_of_domain() {
         let mut s = Store::new();
+        s.write(DomId::DRIVER, "/local/domain/5", "").unwrap();
         s.watch(D, "/local/domain/5", "t").unwrap();
         s.watch(DomId::DRIVER, "/local/domain/5", "u").unwrap();
         s.remove_watches_of(D);
@@ -786,6 +821,7 @@ mod tests {
     #[test]
     fn handle_requests() {
         let mut s = Store::new();
+        s.write(DomId::DRIVER, "/local/domain/5", "").unwrap();
         let r = s.handle(
             D,
             XsRequest::Write {
