@@ -27,3 +27,24 @@ pub use udp::{
     udp_send, Rate, UdpLimits, UdpOpts, UdpOutcome, UdpRecvError, UdpReport, UdpSenderStats,
     UdpSession,
 };
+
+/// Connects to a test server, retrying for up to [`CONNECT_PATIENCE`] while the connection is
+/// refused: a server started a moment ago (in another namespace, on a loaded host) may not
+/// listen yet. Any other error, or a refusal past the patience, is returned.
+pub fn connect(addr: std::net::SocketAddr) -> std::io::Result<std::net::TcpStream> {
+    let deadline = std::time::Instant::now() + CONNECT_PATIENCE;
+    loop {
+        match std::net::TcpStream::connect(addr) {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ConnectionRefused
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// How long [`connect`] waits for a server to listen.
+pub const CONNECT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);

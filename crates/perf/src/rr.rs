@@ -169,7 +169,7 @@ impl RrSession {
         if !(1..=max).contains(&req_size) || !(1..=max).contains(&rsp_size) {
             bail!("req_size/rsp_size must be in 1..={max}");
         }
-        let mut sock = TcpStream::connect(addr).with_context(|| format!("connect {addr}"))?;
+        let mut sock = crate::connect(addr).with_context(|| format!("connect {addr}"))?;
         sock.set_nodelay(true)?;
         sock.set_read_timeout(Some(Duration::from_secs(10)))?;
         sock.set_write_timeout(Some(Duration::from_secs(10)))?;

@@ -115,7 +115,7 @@ pub fn stream_send_outcome(addr: SocketAddr, opts: &StreamOpts) -> anyhow::Resul
             proto::MAX_MSG
         );
     }
-    let mut sock = TcpStream::connect(addr).with_context(|| format!("connect {addr}"))?;
+    let mut sock = crate::connect(addr).with_context(|| format!("connect {addr}"))?;
     if let Some(mbps) = opts.pace_mbps {
         set_pacing(&sock, mbps).context("setting SO_MAX_PACING_RATE")?;
     }

@@ -664,7 +664,7 @@ impl UdpSession {
         max_datagrams: Option<u64>,
     ) -> anyhow::Result<UdpSession> {
         check_size(size)?;
-        let mut ctl = TcpStream::connect(addr).with_context(|| format!("connect {addr}"))?;
+        let mut ctl = crate::connect(addr).with_context(|| format!("connect {addr}"))?;
         ctl.set_nodelay(true)?;
         ctl.set_read_timeout(Some(READY_TIMEOUT))?;
         ctl.set_write_timeout(Some(READY_TIMEOUT))?;
