@@ -4,7 +4,6 @@
 //! every mechanism, counters exact, and each grant abuse ending the vif with its own counter.
 
 use std::collections::VecDeque;
-use std::io::{self, IoSliceMut};
 use std::sync::Arc;
 
 use pvnet_dd::mock::MockFrontend;
@@ -16,17 +15,12 @@ use pvnet_hv::grant::{Hypervisor, GTF_PERMIT_ACCESS};
 use pvnet_hv::mem::GuestMemory;
 use pvnet_hv::{DomId, Pfn, PAGE_SIZE};
 use pvnet_netif::*;
-use pvnet_wire::vnet::{self, VirtioNetHdr};
+use pvnet_wire::vnet::VirtioNetHdr;
 
-const GUEST: DomId = DomId(1);
+mod ring_common;
+use ring_common::*;
 
 // ------------------------------------------------------------------------------ harness
-
-struct Pair {
-    hv: Arc<Hypervisor>,
-    nf: Netfront,
-    nb: Netback,
-}
 
 fn features() -> Features {
     Features {
@@ -63,78 +57,8 @@ fn pair(mech: Mechanism) -> Pair {
     Pair { hv, nf, nb }
 }
 
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    (0..len as u32)
-        .map(|i| (i.wrapping_add(seed).wrapping_mul(2_654_435_761) >> 24) as u8)
-        .collect()
-}
-
-/// Ethernet + IPv4 + TCP (with a 12-byte option) + payload, `len` bytes.
-fn tcp4_frame(len: usize, seed: u32) -> Vec<u8> {
-    assert!(len >= 66);
-    let mut f = pattern(len, seed);
-    f[0..6].copy_from_slice(&[0x00, 0x16, 0x3e, 0, 0, 0x0a]);
-    f[6..12].copy_from_slice(&[0x00, 0x16, 0x3e, 0, 0, 0x0b]);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    let ip_len = (len - 14).min(65535) as u16;
-    let ip = &mut f[14..34];
-    ip.copy_from_slice(&[
-        0x45, 0, 0, 0, 0x42, 0x42, 0x40, 0, 64, 6, 0, 0, 192, 0, 2, 1, 198, 51, 100, 7,
-    ]);
-    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-    let tcp = &mut f[34..66];
-    tcp[0..4].copy_from_slice(&[0x9c, 0x40, 0x13, 0x89]);
-    tcp[4..8].copy_from_slice(&seed.to_be_bytes());
-    tcp[8..12].copy_from_slice(&[0, 0, 0, 1]);
-    tcp[12] = 8 << 4;
-    tcp[13] = 0x18;
-    tcp[14..20].copy_from_slice(&[0x01, 0xf5, 0, 0, 0, 0]);
-    tcp[20..32].copy_from_slice(&[1, 1, 8, 10, 0, 0, 0x30, 0x39, 0xde, 0xad, 0xbe, 0xef]);
-    f
-}
-
-/// A frame of an experimental ethertype (no headers to parse).
-fn raw_frame(len: usize, seed: u32) -> Vec<u8> {
-    let mut f = pattern(len, seed);
-    f[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
-    f
-}
-
-fn needs_csum() -> VirtioNetHdr {
-    VirtioNetHdr {
-        flags: vnet::F_NEEDS_CSUM,
-        csum_start: 34,
-        csum_offset: 16,
-        hdr_len: 66,
-        ..Default::default()
-    }
-}
-
-fn tso(gso_size: u16) -> VirtioNetHdr {
-    VirtioNetHdr {
-        gso_type: vnet::GSO_TCPV4,
-        gso_size,
-        ..needs_csum()
-    }
-}
-
 /// `data` as a head and fragments of uneven sizes (several pieces land in one RX page).
-fn chained(vnet: VirtioNetHdr, data: &[u8], rng: &mut Rng) -> Packet {
+fn chained(vnet: VirtioNetHdr, data: &[u8], rng: &mut XorShift) -> Packet {
     let head_len = (14 + rng.below(100)).min(data.len());
     let mut p = Packet::linear(vnet, data[..head_len].to_vec());
     let mut off = head_len;
@@ -150,7 +74,7 @@ fn chained(vnet: VirtioNetHdr, data: &[u8], rng: &mut Rng) -> Packet {
 }
 
 /// A frame of `len` bytes and the virtio header it travels with (GSO above one MTU).
-fn frame_for(len: usize, seed: u32, rng: &mut Rng) -> (VirtioNetHdr, Vec<u8>) {
+fn frame_for(len: usize, seed: u32, rng: &mut XorShift) -> (VirtioNetHdr, Vec<u8>) {
     if len > 1514 {
         (tso(1448), tcp4_frame(len, seed))
     } else if len >= 66 && rng.below(2) == 0 {
@@ -160,7 +84,7 @@ fn frame_for(len: usize, seed: u32, rng: &mut Rng) -> (VirtioNetHdr, Vec<u8>) {
     }
 }
 
-fn random_len(rng: &mut Rng, i: usize) -> usize {
+fn random_len(rng: &mut XorShift, i: usize) -> usize {
     const FIXED: [usize; 14] = [
         14, 60, 127, 128, 129, 1514, 4095, 4096, 4097, 8192, 9000, 20000, 65535, 65549,
     ];
@@ -175,25 +99,6 @@ fn random_len(rng: &mut Rng, i: usize) -> usize {
     }
 }
 
-fn readv_from(bytes: &[u8], iov: &mut [IoSliceMut<'_>]) -> usize {
-    let mut off = 0;
-    for v in iov.iter_mut() {
-        if off >= bytes.len() {
-            break;
-        }
-        let n = v.len().min(bytes.len() - off);
-        v[..n].copy_from_slice(&bytes[off..off + n]);
-        off += n;
-    }
-    off
-}
-
-fn tap_send(nf: &mut Netfront, hdr: &VirtioNetHdr, frame: &[u8]) -> io::Result<Option<usize>> {
-    let mut bytes = hdr.to_bytes().to_vec();
-    bytes.extend_from_slice(frame);
-    nf.tx_read_with(|iov| Ok(readv_from(&bytes, iov)))
-}
-
 // ------------------------------------------------------------------------------ RX
 
 /// Many sizes, linear and chained, GSO and not, to the guest under `mech`; returns the netback
@@ -201,7 +106,7 @@ fn tap_send(nf: &mut Netfront, hdr: &VirtioNetHdr, frame: &[u8]) -> io::Result<O
 fn rx_under(mech: Mechanism) -> (Pair, u64) {
     let mut p = pair(mech);
     p.nf.rx_refill();
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ mech as u64);
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15 ^ mech as u64);
     let mut expected: VecDeque<Vec<u8>> = VecDeque::new();
     let mut got: Vec<Vec<u8>> = Vec::new();
     let mut data_slots = 0u64;
@@ -312,7 +217,7 @@ struct TxCounts {
 fn tx_under(mech: Mechanism) -> (Pair, TxCounts) {
     let mut p = pair(mech);
     p.nf.rx_refill();
-    let mut rng = Rng(0xdead_beef ^ mech as u64);
+    let mut rng = XorShift(0xdead_beef ^ mech as u64);
     let mut sent: VecDeque<Vec<u8>> = VecDeque::new();
     let mut got: Vec<Packet> = Vec::new();
     let mut c = TxCounts {
@@ -402,7 +307,7 @@ fn tx_persistent_maps_each_page_once() {
 fn persistent_both_directions_stay_within_the_bound() {
     let mut p = pair(Mechanism::Persistent);
     p.nf.rx_refill();
-    let mut rng = Rng(7);
+    let mut rng = XorShift(7);
     let mut rx_got = Vec::new();
     let mut tx_got = Vec::new();
     let mut rx_sent = Vec::new();

@@ -3,7 +3,6 @@
 //! hostile mock frontend (`pvnet_dd::mock`) that writes anything into the rings.
 
 use std::collections::VecDeque;
-use std::io::{self, IoSliceMut};
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -18,15 +17,10 @@ use pvnet_hv::{DomId, PAGE_SIZE};
 use pvnet_netif::*;
 use pvnet_wire::vnet::{self, VirtioNetHdr};
 
-const GUEST: DomId = DomId(1);
+mod ring_common;
+use ring_common::*;
 
 // ------------------------------------------------------------------------------ harness
-
-struct Pair {
-    hv: Arc<Hypervisor>,
-    nf: Netfront,
-    nb: Netback,
-}
 
 fn all_features() -> Features {
     Features {
@@ -56,76 +50,6 @@ fn pair(features: Features) -> Pair {
     Pair { hv, nf, nb }
 }
 
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    (0..len as u32)
-        .map(|i| (i.wrapping_add(seed).wrapping_mul(2_654_435_761) >> 24) as u8)
-        .collect()
-}
-
-/// Ethernet + IPv4 (20 B) + TCP with a 12-byte timestamp option (32 B) + payload: `len` bytes.
-fn tcp4_frame(len: usize, seed: u32) -> Vec<u8> {
-    assert!(len >= 66);
-    let mut f = pattern(len, seed);
-    f[0..6].copy_from_slice(&[0x00, 0x16, 0x3e, 0, 0, 0x0a]);
-    f[6..12].copy_from_slice(&[0x00, 0x16, 0x3e, 0, 0, 0x0b]);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    let ip_len = (len - 14).min(65535) as u16;
-    let ip = &mut f[14..34];
-    ip.copy_from_slice(&[
-        0x45, 0, 0, 0, 0x42, 0x42, 0x40, 0, 64, 6, 0, 0, 192, 0, 2, 1, 198, 51, 100, 7,
-    ]);
-    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-    let tcp = &mut f[34..66];
-    tcp[0..4].copy_from_slice(&[0x9c, 0x40, 0x13, 0x89]);
-    tcp[4..8].copy_from_slice(&seed.to_be_bytes());
-    tcp[8..12].copy_from_slice(&[0, 0, 0, 1]);
-    tcp[12] = 8 << 4;
-    tcp[13] = 0x18;
-    tcp[14..20].copy_from_slice(&[0x01, 0xf5, 0, 0, 0, 0]);
-    tcp[20..32].copy_from_slice(&[1, 1, 8, 10, 0, 0, 0x30, 0x39, 0xde, 0xad, 0xbe, 0xef]);
-    f
-}
-
-/// A frame of an experimental ethertype: no headers for csum_setup to find.
-fn raw_frame(len: usize, seed: u32) -> Vec<u8> {
-    let mut f = pattern(len, seed);
-    f[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
-    f
-}
-
-fn needs_csum() -> VirtioNetHdr {
-    VirtioNetHdr {
-        flags: vnet::F_NEEDS_CSUM,
-        csum_start: 34,
-        csum_offset: 16,
-        hdr_len: 66,
-        ..Default::default()
-    }
-}
-
-fn tso(gso_size: u16) -> VirtioNetHdr {
-    VirtioNetHdr {
-        gso_type: vnet::GSO_TCPV4,
-        gso_size,
-        ..needs_csum()
-    }
-}
-
 fn data_valid() -> VirtioNetHdr {
     VirtioNetHdr {
         flags: vnet::F_DATA_VALID,
@@ -134,7 +58,7 @@ fn data_valid() -> VirtioNetHdr {
 }
 
 /// Splits `data` into a head and chain pieces of odd sizes (some empty, some crossing pages).
-fn chained(vnet: VirtioNetHdr, data: &[u8], rng: &mut Rng) -> Packet {
+fn chained(vnet: VirtioNetHdr, data: &[u8], rng: &mut XorShift) -> Packet {
     const SIZES: [usize; 9] = [1, 3, 4095, 4097, 7, 0, 1999, 8191, 13];
     let head_len = (14 + rng.below(200)).min(data.len());
     let mut p = Packet {
@@ -177,29 +101,6 @@ fn rx_poll_into(nf: &mut Netfront, out: &mut Delivered) -> usize {
     })
 }
 
-/// What a TAP readv does: the virtio header, then the frame, scattered over the buffers.
-fn readv_from(bytes: &[u8], iov: &mut [IoSliceMut<'_>]) -> usize {
-    let mut off = 0;
-    for v in iov.iter_mut() {
-        if off >= bytes.len() {
-            break;
-        }
-        let n = v.len().min(bytes.len() - off);
-        v[..n].copy_from_slice(&bytes[off..off + n]);
-        off += n;
-    }
-    off
-}
-
-fn tap_send(nf: &mut Netfront, hdr: &VirtioNetHdr, frame: &[u8]) -> io::Result<Option<usize>> {
-    let mut bytes = hdr.to_bytes().to_vec();
-    bytes.extend_from_slice(frame);
-    nf.tx_read_with(|iov| {
-        assert_eq!(iov[0].len(), 10, "first iovec is the virtio header");
-        Ok(readv_from(&bytes, iov))
-    })
-}
-
 // ------------------------------------------------------------------------------ RX path
 
 #[test]
@@ -207,7 +108,7 @@ fn rx_many_sizes_chains_and_gso_wrap_the_ring() {
     let Pair { mut nf, mut nb, .. } = pair(all_features());
     nf.rx_refill();
     let start = nf.resources();
-    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut rng = XorShift(0x1234_5678_9abc_def1);
     const FIXED: [usize; 12] = [
         60, 1514, 4096, 4097, 9000, 65549, 14, 4095, 8192, 8193, 66, 65535,
     ];
@@ -215,7 +116,7 @@ fn rx_many_sizes_chains_and_gso_wrap_the_ring() {
     let mut got: Delivered = Vec::new();
     let (mut n_pkts, mut n_slots, mut n_gso, mut n_bytes) = (0u64, 0u64, 0u64, 0u64);
     let mut seed = 0u32;
-    let mut make = |rng: &mut Rng| -> (Packet, VirtioNetHdr) {
+    let mut make = |rng: &mut XorShift| -> (Packet, VirtioNetHdr) {
         seed += 1;
         let len = if seed as usize <= FIXED.len() * 2 {
             FIXED[(seed as usize - 1) % FIXED.len()]
@@ -559,7 +460,7 @@ fn tx_frames_arrive_byte_exact_and_nothing_leaks() {
     nf.rx_refill();
     let start = nf.resources();
     let hv_start = hv.stats();
-    let mut rng = Rng(42);
+    let mut rng = XorShift(42);
     let mut sent: VecDeque<(VirtioNetHdr, Vec<u8>)> = VecDeque::new();
     let mut got: Vec<Packet> = Vec::new();
     let (mut n_slots, mut n_gso, mut n_bytes) = (0u64, 0u64, 0u64);
