@@ -2,129 +2,21 @@
 //! real netbacks joined to real netfronts, and a real `SOCK_SEQPACKET` sink read back here.
 //! No root needed.
 
+mod dp_common;
 mod lro_common;
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Arc;
 
+use dp_common::*;
 use lro_common::{stream, MAC_DST, MAC_SRC};
 use nix::sys::socket::{self, MsgFlags};
 use pvnet_dd::capture::{read_record, sink_pair, Dir, RecordHeader, MAX_RECORD, RECORD_HDR_LEN};
-use pvnet_dd::datapath::{vif_port, DataPath, PathConfig, PORT_PNIC};
-use pvnet_dd::lro::{Mode, Policy};
-use pvnet_dd::mock::{MockClock, MockPhy};
-use pvnet_dd::netback::{Features, Netback};
-use pvnet_guest::netfront::{Layout, Netfront};
-use pvnet_hv::evtchn::channel_pair;
-use pvnet_hv::grant::Hypervisor;
-use pvnet_hv::mem::GuestMemory;
-use pvnet_hv::DomId;
-use pvnet_wire::vnet::VirtioNetHdr;
+use pvnet_dd::datapath::{vif_port, PORT_PNIC};
+use pvnet_dd::lro::Policy;
 
-type Path = DataPath<MockPhy, MockClock>;
-
-const MAC_G2: [u8; 6] = [0x00, 0x16, 0x3e, 0x00, 0x00, 0x2a];
 const WIRE_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x99];
 /// The Unix time the tests tell the data path it is when a capture starts.
 const UNIX_AT_START: u64 = 1_700_000_000_000_000_000;
-
-struct Guest {
-    dom: u16,
-    nf: Netfront,
-}
-
-impl Guest {
-    fn take(&mut self) -> Vec<Vec<u8>> {
-        let mut out = Vec::new();
-        self.nf.rx_poll(|_, pieces| {
-            out.push(pieces.concat());
-            Ok(())
-        });
-        out
-    }
-
-    fn send(&mut self, frame: &[u8]) {
-        let mut bytes = VirtioNetHdr::default().to_bytes().to_vec();
-        bytes.extend_from_slice(frame);
-        let posted = self
-            .nf
-            .tx_read_with(|iov| {
-                let mut off = 0;
-                for v in iov.iter_mut() {
-                    let n = v.len().min(bytes.len() - off);
-                    v[..n].copy_from_slice(&bytes[off..off + n]);
-                    off += n;
-                }
-                Ok(off)
-            })
-            .unwrap();
-        assert_eq!(posted, Some(frame.len()));
-        self.nf.tx_push();
-    }
-}
-
-fn path_with(macs: &[[u8; 6]], lro: Option<Policy>) -> (Path, MockClock, Vec<Guest>) {
-    let clock = MockClock::default();
-    clock.advance(1_000_000);
-    let mut dp = Path::new(
-        PathConfig {
-            budget: 64,
-            bo: false,
-        },
-        clock.clone(),
-        lro,
-        Mode::Skb,
-    );
-    dp.attach_phy(MockPhy::default()).unwrap();
-    let hv = Arc::new(Hypervisor::new());
-    let mut guests = Vec::new();
-    for (i, mac) in macs.iter().enumerate() {
-        let dom = i as u16 + 1;
-        let layout = Layout { grant_frames: 4 };
-        let mem = Arc::new(GuestMemory::create("guest", layout.pages()).unwrap());
-        hv.add_domain(DomId(dom), mem.clone(), 4);
-        let (front, back) = channel_pair().unwrap();
-        let mut nf = Netfront::new(mem, layout, DomId::DRIVER, front).unwrap();
-        let features = Features {
-            sg: true,
-            gso_tcpv4: true,
-            gso_tcpv6: true,
-            rx_notify: true,
-        };
-        let nb = Netback::connect(
-            hv.clone(),
-            DomId(dom),
-            nf.tx_ring_ref(),
-            nf.rx_ring_ref(),
-            back,
-            features,
-        )
-        .unwrap();
-        nf.rx_refill();
-        dp.add_guest_port(dom);
-        dp.connect_vif(dom, *mac, nb);
-        guests.push(Guest { dom, nf });
-    }
-    (dp, clock, guests)
-}
-
-fn frame_to(dst: [u8; 6], src: [u8; 6], len: usize, seed: u8) -> Vec<u8> {
-    let mut f: Vec<u8> = (0..len)
-        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
-        .collect();
-    f[0..6].copy_from_slice(&dst);
-    f[6..12].copy_from_slice(&src);
-    f[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
-    f
-}
-
-fn pass(dp: &mut Path) {
-    dp.tick();
-    while dp.phy_poll() {
-        dp.tick();
-    }
-    dp.end_pass();
-}
 
 /// Starts a capture of `port`; returns the reader's end.
 fn capture(dp: &mut Path, port: pvnet_dd::bridge::PortId) -> OwnedFd {
@@ -149,7 +41,7 @@ fn drain(r: &OwnedFd) -> Vec<(RecordHeader, Vec<u8>)> {
 
 #[test]
 fn a_capture_records_exactly_the_packets_crossing_its_port() {
-    let (mut dp, clock, mut g) = path_with(&[MAC_DST, MAC_G2], None);
+    let (mut dp, clock, mut g) = path_with(&[MAC_DST, MAC_G2], None, 64);
     // Before the capture starts: not recorded.
     let early = frame_to(MAC_DST, MAC_SRC, 100, 0);
     dp.phy_mut().unwrap().inject(&early);
@@ -197,10 +89,10 @@ fn a_capture_records_exactly_the_packets_crossing_its_port() {
         );
     }
     // The guests got their packets all the same.
-    let got1 = g[0].take();
+    let got1 = g[0].take_bytes();
     assert_eq!(got1.len(), 1 + 10 + 1);
     assert_eq!(&got1[1..11], &to_g1[..]);
-    assert_eq!(g[1].take()[..4], to_g2[..]);
+    assert_eq!(g[1].take_bytes()[..4], to_g2[..]);
     let s = dp.capture_summary();
     assert_eq!(s.active.len(), 1);
     assert_eq!(s.active[0].0, vif_port(g[0].dom).0);
@@ -214,7 +106,7 @@ fn a_capture_records_exactly_the_packets_crossing_its_port() {
 
 #[test]
 fn an_aggregate_is_one_record_with_its_gso_size() {
-    let (mut dp, _clock, mut g) = path_with(&[MAC_DST], Some(Policy::Poll));
+    let (mut dp, _clock, mut g) = path_with(&[MAC_DST], Some(Policy::Poll), 64);
     let r = capture(&mut dp, vif_port(g[0].dom));
     let segs = stream(false, 1000, 1448, 20);
     for s in &segs {
@@ -222,7 +114,7 @@ fn an_aggregate_is_one_record_with_its_gso_size() {
     }
     pass(&mut dp);
     let recs = drain(&r);
-    let delivered = g[0].take();
+    let delivered = g[0].take_bytes();
     assert!(recs.len() < 20 / 4, "20 segments in {} records", recs.len());
     // The records are the packets the guest received, byte for byte.
     let bytes: Vec<Vec<u8>> = recs.iter().map(|(_, b)| b.clone()).collect();
@@ -237,7 +129,7 @@ fn an_aggregate_is_one_record_with_its_gso_size() {
 
 #[test]
 fn no_capture_no_records_and_other_ports_are_not_recorded() {
-    let (mut dp, _clock, mut g) = path_with(&[MAC_DST, MAC_G2], None);
+    let (mut dp, _clock, mut g) = path_with(&[MAC_DST, MAC_G2], None, 64);
     // A capture of guest 2's port sees nothing of guest 1's traffic.
     let r2 = capture(&mut dp, vif_port(g[1].dom));
     for i in 0..5 {
@@ -246,7 +138,7 @@ fn no_capture_no_records_and_other_ports_are_not_recorded() {
             .inject(&frame_to(MAC_DST, MAC_SRC, 90, i));
     }
     pass(&mut dp);
-    assert_eq!(g[0].take().len(), 5);
+    assert_eq!(g[0].take_bytes().len(), 5);
     assert!(drain(&r2).is_empty());
     assert_eq!(dp.capture_summary().active[0].1.records, 0);
     // A capture of the physical port sees what comes in from it and what goes out to it.
@@ -264,7 +156,7 @@ fn no_capture_no_records_and_other_ports_are_not_recorded() {
 
 #[test]
 fn a_full_sink_drops_records_and_counts_them() {
-    let (mut dp, _clock, mut g) = path_with(&[MAC_DST], None);
+    let (mut dp, _clock, mut g) = path_with(&[MAC_DST], None, 64);
     let (w, r) = sink_pair().unwrap();
     // A small buffer, so that it fills (the kernel doubles the value and keeps a minimum).
     socket::setsockopt(&w, socket::sockopt::SndBuf, &16384).unwrap();
@@ -280,7 +172,7 @@ fn a_full_sink_drops_records_and_counts_them() {
         dp.tick();
         dp.phy_poll();
         dp.end_pass();
-        g[0].take();
+        g[0].take_bytes();
         g[0].nf.rx_refill();
         dp.vif_event(g[0].dom);
     }
@@ -312,7 +204,7 @@ fn a_full_sink_drops_records_and_counts_them() {
 
 #[test]
 fn a_capture_ends_when_its_reader_goes_away() {
-    let (mut dp, _clock, mut g) = path_with(&[MAC_DST], None);
+    let (mut dp, _clock, mut g) = path_with(&[MAC_DST], None, 64);
     let r = capture(&mut dp, vif_port(g[0].dom));
     let keep = capture(&mut dp, vif_port(g[0].dom));
     let f = frame_to(MAC_DST, MAC_SRC, 64, 3);
@@ -332,7 +224,11 @@ fn a_capture_ends_when_its_reader_goes_away() {
     drop(quiet);
     let s = dp.capture_summary();
     assert_eq!((s.started, s.ended, s.active.len()), (3, 2, 1));
-    assert_eq!(g[0].take(), vec![f.clone(), f], "the guest is not affected");
+    assert_eq!(
+        g[0].take_bytes(),
+        vec![f.clone(), f],
+        "the guest is not affected"
+    );
     // Clearing the path closes the remaining sink: its reader sees the end.
     dp.clear();
     let mut buf = vec![0u8; MAX_RECORD];
