@@ -16,27 +16,6 @@ use pvnet_dd::packet::Packet;
 use pvnet_wire::flow::parse_tcp;
 use pvnet_wire::vnet::{self, VirtioNetHdr};
 
-#[derive(Clone, Copy, Debug)]
-enum Kind {
-    Next,
-    NextPsh,
-    Short,
-    Dup,
-    Gap,
-    PureAck,
-    Syn,
-    BadChecksum,
-    NotTcp,
-    NewAck,
-    OtherMac,
-    OtherTtl,
-    /// IPv6: one byte of the extension header chain changed (IPv4: the window).
-    OtherExt,
-    NextFin,
-    NextCwr,
-    OtherWindow,
-}
-
 #[derive(Clone, Debug)]
 enum Ev {
     /// A frame of flow `flow` with receive metadata `meta` (0 none, 1 DATA_VALID, 2 partial).
@@ -95,103 +74,6 @@ fn event() -> impl Strategy<Value = Ev> {
         1 => policy().prop_map(Ev::SetPolicy),
         1 => mode().prop_map(Ev::SetMode),
     ]
-}
-
-/// Sender state of one flow.
-struct Sender {
-    v6: bool,
-    port: u16,
-    mss: usize,
-    seq: u32,
-    ack: u32,
-    ip_id: u16,
-    /// Distinguishes payloads of frames with the same sequence number.
-    salt: u32,
-    /// IPv6 extension headers on every segment.
-    ext: Vec<(u8, Vec<u8>)>,
-}
-
-impl Sender {
-    fn seg(&mut self, seq: u32, n: usize) -> Seg {
-        self.salt += 1;
-        self.ip_id = self.ip_id.wrapping_add(1);
-        let p = bytes(seq ^ (self.salt << 20), n);
-        let s = if self.v6 {
-            Seg::v6(seq, &p)
-        } else {
-            Seg::v4(seq, &p)
-        };
-        s.with(|s| {
-            s.src_port = self.port;
-            s.ack = self.ack;
-            s.ip_id = self.ip_id;
-            if self.v6 {
-                s.ip6_ext = self.ext.clone();
-            }
-        })
-    }
-
-    fn next(&mut self, n: usize) -> Seg {
-        let s = self.seg(self.seq, n);
-        self.seq = self.seq.wrapping_add(n as u32);
-        s
-    }
-
-    /// The frame for `kind`, with its metadata.
-    fn frame(&mut self, kind: Kind, meta: u8) -> (Vec<u8>, VirtioNetHdr) {
-        let mss = self.mss;
-        let seg = match kind {
-            Kind::Next | Kind::BadChecksum => self.next(mss),
-            Kind::NextPsh => self.next(mss).with(|s| s.flags |= PSH),
-            Kind::Short => self.next(mss / 2 + 1),
-            Kind::Dup => self.seg(self.seq.wrapping_sub(mss as u32), mss),
-            Kind::Gap => {
-                self.seq = self.seq.wrapping_add(mss as u32);
-                self.next(mss)
-            }
-            Kind::PureAck => self.seg(self.seq, 0),
-            Kind::Syn => self.seg(self.seq, 0).with(|s| s.flags = SYN | ACK),
-            Kind::NotTcp => {
-                let mut f = self.next(mss).build();
-                let proto = if self.v6 { 14 + 6 } else { 14 + 9 };
-                f[proto] = 17;
-                return (f, VirtioNetHdr::default());
-            }
-            Kind::NewAck => {
-                self.ack = self.ack.wrapping_add(1000);
-                self.next(mss)
-            }
-            Kind::OtherMac => self.next(mss).with(|s| s.src_mac[5] ^= 0x40),
-            Kind::OtherTtl => self.next(mss).with(|s| s.ttl = 1),
-            Kind::OtherExt if self.v6 => self.next(mss).with(|s| {
-                if s.ip6_ext.is_empty() {
-                    s.ip6_ext.push(ext(60, 0, 0));
-                } else {
-                    s.ip6_ext[0].1[7] ^= 0x11;
-                }
-            }),
-            Kind::OtherExt | Kind::OtherWindow => self.next(mss).with(|s| s.window ^= 0x100),
-            Kind::NextFin => self.next(mss).with(|s| s.flags |= FIN),
-            Kind::NextCwr => self.next(mss).with(|s| s.flags |= CWR),
-        };
-        if let Kind::BadChecksum = kind {
-            let mut f = seg.build();
-            let at = seg.payload_off() - 20 - seg.options.len() + 16;
-            f[at] ^= 0x5a;
-            return (f, VirtioNetHdr::default());
-        }
-        match meta {
-            1 => (
-                seg.build(),
-                VirtioNetHdr {
-                    flags: vnet::F_DATA_VALID,
-                    ..VirtioNetHdr::default()
-                },
-            ),
-            2 => seg.build_partial(),
-            _ => (seg.build(), VirtioNetHdr::default()),
-        }
-    }
 }
 
 /// IPv6 extension header chains a flow may carry on all its segments.
