@@ -24,46 +24,6 @@ const CR: [u8; 12] = [
     0x21, 0x22, 0x62, 0xa2, 0xe2, 0x0a, 0x12, 0x1a, 0x26, 0x20, 0x61, 0x25,
 ];
 
-/// Linux's `ne2k-pci` initialisation (as in the differential test).
-fn init() -> Vec<Access> {
-    let mut v = vec![];
-    for (p, x) in [
-        (0, 0x21),
-        (0x0e, 0x49),
-        (0x0a, 0),
-        (0x0b, 0),
-        (0x0c, 0x20),
-        (0x0d, 0x02),
-        (0x04, 0x40),
-    ] {
-        v.push(Access::outb(p, x));
-    }
-    for (p, x) in [
-        (0x01, 0x4c),
-        (0x03, 0x7f),
-        (0x02, 0x80),
-        (0x07, 0xff),
-        (0x0f, 0),
-        (0, 0x61),
-    ] {
-        v.push(Access::outb(p, x));
-    }
-    for (i, b) in MAC.iter().enumerate() {
-        v.push(Access::outb(1 + i as u8, *b));
-    }
-    for (p, x) in [
-        (0x07, 0x4c),
-        (0, 0x21),
-        (0x07, 0xff),
-        (0x0f, 0x3f),
-        (0, 0x22),
-        (0x0d, 0),
-        (0x0c, 0x0c),
-    ] {
-        v.push(Access::outb(p, x));
-    }
-    v
-}
 
 fn width(u: &mut Unstructured<'_>) -> Result<Width> {
     Ok(*u.choose(&[Width::W1, Width::W2, Width::W4])?)
@@ -138,7 +98,7 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
     ];
     let mem_len = paths[0].card.memory().len();
     if u.ratio(3, 4)? {
-        for a in init() {
+        for a in pvnet_ne2000::direct::linux_init(MAC) {
             for d in paths.iter_mut() {
                 d.access(a);
             }

@@ -123,3 +123,46 @@ impl PortIo for Direct {
         self.rep(port, None, Some(buf));
     }
 }
+
+/// The register writes of Linux's `ne2k-pci` initialisation with station address `mac`, as
+/// single accesses: after them the card accepts frames for `mac` and transmits (what the
+/// differential test and the fuzz target start from before their random part).
+pub fn linux_init(mac: [u8; 6]) -> Vec<Access> {
+    let mut v = vec![];
+    for (p, x) in [
+        (0, 0x21),
+        (0x0e, 0x49),
+        (0x0a, 0),
+        (0x0b, 0),
+        (0x0c, 0x20),
+        (0x0d, 0x02),
+        (0x04, 0x40),
+    ] {
+        v.push(Access::outb(p, x));
+    }
+    for (p, x) in [
+        (0x01, 0x4c),
+        (0x03, 0x7f),
+        (0x02, 0x80),
+        (0x07, 0xff),
+        (0x0f, 0),
+        (0, 0x61),
+    ] {
+        v.push(Access::outb(p, x));
+    }
+    for (i, b) in mac.iter().enumerate() {
+        v.push(Access::outb(1 + i as u8, *b));
+    }
+    for (p, x) in [
+        (0x07, 0x4c),
+        (0, 0x21),
+        (0x07, 0xff),
+        (0x0f, 0x3f),
+        (0, 0x22),
+        (0x0d, 0),
+        (0x0c, 0x0c),
+    ] {
+        v.push(Access::outb(p, x));
+    }
+    v
+}

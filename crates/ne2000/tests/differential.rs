@@ -79,55 +79,13 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// Linux's init, so that frames are accepted and transmits go out (the random part then
-/// disturbs it).
-fn init() -> Vec<Access> {
-    let mut v = vec![];
-    for (p, x) in [
-        (0, 0x21),
-        (0x0e, 0x49),
-        (0x0a, 0),
-        (0x0b, 0),
-        (0x0c, 0x20),
-        (0x0d, 0x02),
-        (0x04, 0x40),
-    ] {
-        v.push(Access::outb(p, x));
-    }
-    for (p, x) in [
-        (0x01, 0x4c),
-        (0x03, 0x7f),
-        (0x02, 0x80),
-        (0x07, 0xff),
-        (0x0f, 0),
-        (0, 0x61),
-    ] {
-        v.push(Access::outb(p, x));
-    }
-    for (i, b) in MAC.iter().enumerate() {
-        v.push(Access::outb(1 + i as u8, *b));
-    }
-    for (p, x) in [
-        (0x07, 0x4c),
-        (0, 0x21),
-        (0x07, 0xff),
-        (0x0f, 0x3f),
-        (0, 0x22),
-        (0x0d, 0),
-        (0x0c, 0x0c),
-    ] {
-        v.push(Access::outb(p, x));
-    }
-    v
-}
-
 fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     let mut paths = [
         Direct::new(MAC, Path::Original),
         Direct::new(MAC, Path::Fast(Class::Seed)),
         Direct::new(MAC, Path::Fast(Class::Max)),
     ];
-    let all: Vec<Op> = init()
+    let all: Vec<Op> = pvnet_ne2000::direct::linux_init(MAC)
         .into_iter()
         .map(Op::Access)
         .chain(ops.iter().cloned())
@@ -232,7 +190,11 @@ fn fixed_run_covers_transmit_receive_and_wake() {
     }
     run(&ops).unwrap();
     let mut d = Direct::new(MAC, Path::Fast(Class::Max));
-    for op in init().into_iter().map(Op::Access).chain(ops) {
+    for op in pvnet_ne2000::direct::linux_init(MAC)
+        .into_iter()
+        .map(Op::Access)
+        .chain(ops)
+    {
         match op {
             Op::Access(a) => {
                 d.access(a);
