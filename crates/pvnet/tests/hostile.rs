@@ -338,3 +338,47 @@ fn a_guest_flooding_its_event_channel_holds_no_one_back() {
     drop(h);
     let _ = srv.wait();
 }
+
+/// Every kind of event the daemon waits for is served while a stream keeps the physical port
+/// busy (the loop then mostly polls again without sleeping, and serves events between polls):
+/// an external frontend attaches and completes the xenbus handshake (attach and control-socket
+/// events), the aggregation timer fires, the guest's event channel keeps the stream going, and
+/// an admin request is answered.
+#[test]
+fn every_event_is_served_while_the_port_is_busy() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("every_event_is_served_while_the_port_is_busy") {
+        return;
+    }
+    let run = Run::up(&["--guests", "1", "--attach", "1", "--lro", "timeout:500"]);
+    let mut srv = server(&run, "g0", "10.77.0.10");
+    let bytes: u64 = 1 << 30;
+    let r = &run;
+    std::thread::scope(|sc| {
+        let streamer = sc.spawn(move || stream(r, "10.77.0.10", bytes));
+        std::thread::sleep(Duration::from_millis(500));
+        let fires_before = u(&run.stat()["daemon"]["lro_timer_fires"]);
+        // The handshake returns once the backend says Connected.
+        let h = Hostile::connect(&run.id, 2);
+        let st = run.stat();
+        let vif = st["vifs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["domid"] == 2)
+            .unwrap()
+            .clone();
+        assert_eq!(vif["state"], "connected", "{vif}");
+        let v = streamer.join().unwrap();
+        assert_eq!(v["receiver"]["bytes"].as_u64(), Some(bytes), "{v}");
+        assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0), "{v}");
+        let st = run.stat();
+        assert!(
+            u(&st["daemon"]["lro_timer_fires"]) > fires_before,
+            "{}",
+            st["daemon"]
+        );
+        drop(h);
+    });
+    let _ = srv.wait();
+}
