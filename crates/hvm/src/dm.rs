@@ -52,46 +52,7 @@ const RX_BATCH: usize = 16;
 const RX_BUF: usize = 2048;
 
 /// The card's counters, as `pvnet stat` shows them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CardStats {
-    pub rx_frames: u64,
-    pub rx_bytes: u64,
-    pub rx_runt: u64,
-    pub rx_oversize: u64,
-    pub rx_stopped: u64,
-    pub rx_not_for_us: u64,
-    pub rx_bad_ring: u64,
-    pub rx_ring_full: u64,
-    pub tx_frames: u64,
-    pub tx_bytes: u64,
-    pub tx_runt: u64,
-    pub tx_oversize: u64,
-    pub tx_bad_range: u64,
-    pub dma_unmapped: u64,
-    pub resets: u64,
-}
-
-impl From<CardCounters> for CardStats {
-    fn from(c: CardCounters) -> CardStats {
-        CardStats {
-            rx_frames: c.rx_frames,
-            rx_bytes: c.rx_bytes,
-            rx_runt: c.rx_runt,
-            rx_oversize: c.rx_oversize,
-            rx_stopped: c.rx_stopped,
-            rx_not_for_us: c.rx_not_for_us,
-            rx_bad_ring: c.rx_bad_ring,
-            rx_ring_full: c.rx_ring_full,
-            tx_frames: c.tx_frames,
-            tx_bytes: c.tx_bytes,
-            tx_runt: c.tx_runt,
-            tx_oversize: c.tx_oversize,
-            tx_bad_range: c.tx_bad_range,
-            dma_unmapped: c.dma_unmapped,
-            resets: c.resets,
-        }
-    }
-}
+pub type CardStats = CardCounters;
 
 /// What the device model counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -220,7 +181,7 @@ impl<P: FramePort> DeviceModel<P> {
         let mut s = self.stats.clone();
         s.server = self.server.stats();
         s.foreign = self.memory.stats();
-        s.card = self.card.counters().into();
+        s.card = self.card.counters();
         s
     }
 

@@ -75,7 +75,7 @@ impl TxFrame {
 }
 
 /// What the card did, one counter per event and per refusal reason.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CardCounters {
     /// Frames placed in the ring.
     pub rx_frames: u64,
