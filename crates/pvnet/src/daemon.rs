@@ -677,10 +677,11 @@ impl Daemon {
                 .map(|i| topology::guest_addr(i).to_string())
                 .collect(),
             pnic_if: self.testbed.dd_if.clone(),
-            guest_pids: self
-                .vifs
-                .values()
+            // The guests' own processes: PV guests' netfronts and HVM guests' vCPU processes
+            // (an HVM guest's device model runs in the driver domain).
+            guest_pids: (self.vifs.values())
                 .filter_map(|v| v.child.as_ref().map(|c| c.id() as i32))
+                .chain((self.hvms.values()).filter_map(|h| h.guest.as_ref().map(|c| c.id() as i32)))
                 .collect(),
             attach: self
                 .vifs

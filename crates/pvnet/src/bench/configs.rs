@@ -40,7 +40,19 @@ pub const CONFIGS: [(&str, &str); 8] = [
 /// Named configurations outside the default set: the floor of this emulation, and the
 /// switching alternatives (`--configs linux,xen,relay,route,...`). Not in the default run,
 /// which must stay under 5 minutes.
-pub const EXTRA: [(&str, &str); 6] = [
+pub const EXTRA: [(&str, &str); 9] = [
+    (
+        "hvm",
+        "an HVM guest on the emulated NE2000: every port access an ioreq round trip to its device model (Zhang, Li and Guan's original path)",
+    ),
+    (
+        "hvm-seed",
+        "the HVM guest with the paper's fast path: register reads and state-register writes served at the trap",
+    ),
+    (
+        "hvm-fast",
+        "the HVM guest with everything that needs no card memory served at the trap",
+    ),
     (
         "map",
         "the PV path with netback mapping each granted page per packet instead of grant copy",
@@ -194,6 +206,7 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         // A TAP write takes a chain as it is: the floor does not linearize.
         "relay-adaptive" => (Mode::Relay, lro("adaptive")?, true, false),
         "route" | "bridge-nf" => (Mode::Xen, None, false, false),
+        "hvm" | "hvm-seed" | "hvm-fast" => (Mode::Xen, None, false, false),
         p if p.contains(':') => (Mode::Xen, lro(p)?, false, false),
         _ => {
             let known: Vec<&str> = CONFIGS.iter().chain(&EXTRA).map(|(n, _)| *n).collect();
@@ -203,9 +216,18 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
             )
         }
     };
+    // An HVM configuration's guests are HVM guests (no PV guest).
+    let hvm_path = match config {
+        "hvm" => Some("original"),
+        "hvm-seed" => Some("seed"),
+        "hvm-fast" => Some("max"),
+        _ => None,
+    };
     Ok(DaemonConfig {
         mode,
-        guests: name.guests,
+        guests: if hvm_path.is_some() { 0 } else { name.guests },
+        hvm: if hvm_path.is_some() { name.guests } else { 0 },
+        hvm_path: hvm_path.unwrap_or("original").to_string(),
         lro,
         bo,
         gro,
@@ -298,6 +320,9 @@ pub fn set_request(config: &str) -> Result<SetRequest> {
     }
     if c.mode != Mode::Xen {
         bail!("{config} is not a PV configuration (the xen path, with or without aggregation): it cannot be switched to on a running testbed");
+    }
+    if c.hvm > 0 {
+        bail!("{config} runs an HVM guest, which cannot be switched to on a running testbed");
     }
     if c.grant != Mechanism::Copy {
         bail!("{config} chooses netback's grant mechanism, which is fixed when a vif connects: it cannot be switched to on a running testbed");
@@ -415,6 +440,17 @@ mod tests {
         assert_eq!(daemon_config("linux@tx").unwrap().mode, Mode::Linux);
         assert!(daemon_config("warp@tx").is_err());
         assert!(parse("xen,xen@tx").is_ok());
+    }
+
+    #[test]
+    fn hvm_configurations_run_hvm_guests_only() {
+        let c = daemon_config("hvm-fast/g2").unwrap();
+        assert_eq!((c.guests, c.hvm, c.hvm_path.as_str()), (0, 2, "max"));
+        assert_eq!(daemon_config("hvm").unwrap().hvm_path, "original");
+        assert_eq!(daemon_config("hvm-seed@tx").unwrap().hvm_path, "seed");
+        assert_eq!(daemon_config("xen").unwrap().hvm, 0);
+        assert!(set_request("hvm").is_err());
+        assert!(!all().iter().any(|c| c.starts_with("hvm")));
     }
 
     #[test]
