@@ -32,8 +32,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{anyhow, bail, Context, Result};
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::signal::{SigSet, Signal};
-use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::socket::{self, recvmsg, ControlMessageOwned, MsgFlags};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
@@ -326,19 +324,6 @@ fn open(id: &str, info: &RunInfo, port: Port) -> Result<Source> {
     }
 }
 
-/// Blocks the signals that end a capture and returns a descriptor that reports them.
-fn signal_fd() -> Result<SignalFd> {
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGINT);
-    set.add(Signal::SIGTERM);
-    set.add(Signal::SIGHUP);
-    set.thread_block()?;
-    Ok(SignalFd::with_flags(
-        &set,
-        SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC,
-    )?)
-}
-
 /// `pvnet capture`.
 pub fn run(opts: CaptureOpts) -> Result<()> {
     let id = rundir::pick_run(opts.id.as_deref())?;
@@ -353,7 +338,7 @@ pub fn run(opts: CaptureOpts) -> Result<()> {
         ),
         None => Box::new(io::stdout()),
     };
-    let sig = signal_fd()?;
+    let sig = crate::daemon::signal_fd()?;
     let src = open(&id, &info, opts.port)?;
     let header = PcapHeader {
         snaplen: SNAPLEN as u32,

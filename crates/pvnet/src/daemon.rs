@@ -267,8 +267,8 @@ pub struct Daemon {
 }
 
 /// Blocks SIGINT/SIGTERM/SIGHUP and returns a signalfd for them, so a signal becomes an event
-/// of the loop and teardown always runs.
-fn signal_fd() -> Result<SignalFd> {
+/// of the loop and teardown always runs (the daemon's, and `pvnet capture`'s).
+pub(crate) fn signal_fd() -> Result<SignalFd> {
     let mut set = SigSet::empty();
     set.add(Signal::SIGINT);
     set.add(Signal::SIGTERM);
