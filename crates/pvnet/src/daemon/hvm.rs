@@ -320,40 +320,34 @@ impl HvmDomain {
     /// Reads what the device model sent. False when its socket closed (or broke): the caller
     /// takes it out of its epoll set and drops it.
     pub fn dm_messages(&mut self) -> bool {
-        let Some(s) = self.dm_ctl.as_ref() else {
-            return false;
-        };
-        loop {
-            match ctl::try_recv::<FromDm>(s.as_fd()) {
-                Ok(Some((FromDm::Ready, _))) => self.dm_ready = true,
-                Ok(Some((FromDm::Stats(st), _))) => self.dm_stats = Some(*st),
-                Ok(Some((FromDm::Failed(e), _))) => {
-                    eprintln!("pvnet: device model of domain {} failed: {e}", self.domid);
-                    self.failed = Some(format!("device model: {e}"));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
-                Ok(None) | Err(_) => return false,
+        let dom = self.domid;
+        let (ready, stats, failed) = (&mut self.dm_ready, &mut self.dm_stats, &mut self.failed);
+        drain(self.dm_ctl.as_ref(), |m| match m {
+            FromDm::Ready => *ready = true,
+            FromDm::Stats(st) => *stats = Some(*st),
+            FromDm::Failed(e) => {
+                eprintln!("pvnet: device model of domain {dom} failed: {e}");
+                *failed = Some(format!("device model: {e}"));
             }
-        }
+        })
     }
 
     /// Reads what the guest sent. False when its socket closed (or broke), as above.
     pub fn guest_messages(&mut self) -> bool {
-        let Some(s) = self.guest_ctl.as_ref() else {
-            return false;
-        };
-        loop {
-            match ctl::try_recv::<FromHvm>(s.as_fd()) {
-                Ok(Some((FromHvm::Ready, _))) => self.guest_ready = true,
-                Ok(Some((FromHvm::Stats(st), _))) => self.guest_stats = Some(*st),
-                Ok(Some((FromHvm::Failed(e), _))) => {
-                    eprintln!("pvnet: HVM guest {} failed: {e}", self.domid);
-                    self.failed = Some(format!("guest: {e}"));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
-                Ok(None) | Err(_) => return false,
+        let dom = self.domid;
+        let (ready, stats, failed) = (
+            &mut self.guest_ready,
+            &mut self.guest_stats,
+            &mut self.failed,
+        );
+        drain(self.guest_ctl.as_ref(), |m| match m {
+            FromHvm::Ready => *ready = true,
+            FromHvm::Stats(st) => *stats = Some(*st),
+            FromHvm::Failed(e) => {
+                eprintln!("pvnet: HVM guest {dom} failed: {e}");
+                *failed = Some(format!("guest: {e}"));
             }
-        }
+        })
     }
 
     /// Up: both processes said Ready.
@@ -408,6 +402,21 @@ fn reap(child: Option<&mut Child>, deadline: Instant) {
                 let _ = c.wait();
                 return;
             }
+        }
+    }
+}
+
+/// Hands every message waiting on control socket `sock` to `on`. False when the socket is
+/// absent, closed or broken.
+fn drain<M: serde::de::DeserializeOwned>(sock: Option<&OwnedFd>, mut on: impl FnMut(M)) -> bool {
+    let Some(s) = sock else {
+        return false;
+    };
+    loop {
+        match ctl::try_recv::<M>(s.as_fd()) {
+            Ok(Some((m, _))) => on(m),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+            Ok(None) | Err(_) => return false,
         }
     }
 }
