@@ -6,6 +6,7 @@
 
 pub mod netfront;
 pub mod proto;
+pub mod reconnect;
 pub mod run;
 pub mod tapbatch;
 pub mod xenbus;

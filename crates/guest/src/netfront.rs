@@ -87,6 +87,28 @@ pub struct FrontStats {
     /// Batches of received packets handed to the stack together (one pass over the RX ring
     /// each): `rx_packets / rx_batches` packets per batch.
     pub rx_batches: u64,
+    /// Times the backend went away and netfront took its grants back ([`Netfront::disconnect`]).
+    #[serde(default)]
+    pub disconnects: u64,
+    /// Times netfront connected to a new backend after one went away
+    /// ([`Netfront::reconnect`]).
+    #[serde(default)]
+    pub reconnects: u64,
+    /// TX frames the backend had not answered when it went away, posted again on the new
+    /// backend's ring.
+    #[serde(default)]
+    pub tx_reposted: u64,
+    /// TX frames of which the old backend answered only part: given up (the guest's TCP sends
+    /// them again).
+    #[serde(default)]
+    pub tx_lost_at_disconnect: u64,
+    /// RX buffers posted to the old backend and not filled: taken back and posted afresh.
+    #[serde(default)]
+    pub rx_reclaimed_at_disconnect: u64,
+    /// Grants the old backend still held pinned when netfront ended them: their references are
+    /// leaked rather than reused.
+    #[serde(default)]
+    pub grants_leaked: u64,
 }
 
 /// A snapshot of a frontend's resources ([`Netfront::resources`]).
@@ -105,6 +127,14 @@ pub struct FrontResources {
 struct TxInflight {
     page: u32,
     gref: GrantRef,
+    /// The request as posted, and the GSO extra slot that followed it (first slot only): what
+    /// [`Netfront::reconnect`] posts again when the backend went away before answering.
+    req: TxRequest,
+    gso: Option<GsoInfo>,
+    /// The frame this slot belongs to (frames numbered in the order they were posted) and its
+    /// slot within the frame.
+    frame: u64,
+    slot: u16,
 }
 
 /// A connected frontend.
@@ -142,6 +172,10 @@ pub struct Netfront {
     tx_pgrant: Vec<Option<GrantRef>>,
     /// Persistent grants whose revocation the backend's pin refused: retried.
     deferred: Vec<GrantRef>,
+    /// The number the next TX frame gets (`TxInflight::frame`).
+    tx_frame_seq: u64,
+    /// The backend went away ([`Netfront::disconnect`]) and no new one has been connected.
+    disconnected: bool,
     pub stats: FrontStats,
 }
 
@@ -217,6 +251,8 @@ impl Netfront {
             rx_pgrant: vec![None; RX_BUFS as usize],
             tx_pgrant: vec![None; TX_PAGES as usize],
             deferred: Vec::new(),
+            tx_frame_seq: 0,
+            disconnected: false,
             stats: FrontStats::default(),
         })
     }
@@ -282,6 +318,9 @@ impl Netfront {
 
     /// Posts an RX request for every buffer not currently posted; notifies if the backend asked.
     pub fn rx_refill(&mut self) {
+        if self.disconnected {
+            return;
+        }
         let mut posted = false;
         for id in 0..RX_BUFS {
             if self.rx_grant[id as usize].is_some() || self.rx.free_requests() == 0 {
@@ -357,6 +396,9 @@ impl Netfront {
         mut deliver: impl FnMut(&[RxPacket<'_>], &mut [bool]),
     ) -> usize {
         let mut delivered = 0;
+        if self.disconnected {
+            return 0;
+        }
         // Kept across batches of responses: a packet's slots may straddle two reads of rsp_prod.
         let mut extra: Option<ExtraInfo> = None;
         let mut expect_extra = false;
@@ -541,6 +583,9 @@ impl Netfront {
 
     fn tx_collect(&mut self, want_event: bool) -> usize {
         let mut n_done = 0;
+        if self.disconnected {
+            return 0;
+        }
         loop {
             let n = match self.tx.unconsumed_responses() {
                 Ok(n) => n,
@@ -597,7 +642,8 @@ impl Netfront {
 
     /// Whether a maximal frame fits now (pages, ids and ring slots).
     pub fn tx_has_room(&self) -> bool {
-        self.tx_free_pages.len() >= TX_MAX_PAGES
+        !self.disconnected
+            && self.tx_free_pages.len() >= TX_MAX_PAGES
             && self.tx_free_ids.len() >= TX_MAX_PAGES
             && self.tx.free_requests() as usize > TX_MAX_PAGES + 1
     }
@@ -662,6 +708,8 @@ impl Netfront {
         if gso.is_some() {
             flags0 |= NETTXF_EXTRA_INFO;
         }
+        let frame = self.tx_frame_seq;
+        self.tx_frame_seq += 1;
         for i in 0..used {
             let pg = page_at(&self.tx_free_pages, i);
             let id = self.tx_free_ids.pop().expect("room checked");
@@ -683,13 +731,15 @@ impl Netfront {
                 flags |= NETTXF_MORE_DATA;
             }
             let size = if i == 0 { len } else { seg } as u16;
-            self.tx.put_request(&TxSlot::from_request(&TxRequest {
+            let req = TxRequest {
                 gref: gref.0,
                 offset: 0,
                 flags,
                 id,
                 size,
-            }));
+            };
+            self.tx.put_request(&TxSlot::from_request(&req));
+            let mut extra = None;
             if i == 0 {
                 if let Some(t) = gso {
                     let info = GsoInfo {
@@ -699,9 +749,17 @@ impl Netfront {
                     };
                     self.tx
                         .put_request(&TxSlot::from_extra(&ExtraInfo::new_gso(info, false)));
+                    extra = Some(info);
                 }
             }
-            self.tx_inflight[id as usize] = Some(TxInflight { page: pg, gref });
+            self.tx_inflight[id as usize] = Some(TxInflight {
+                page: pg,
+                gref,
+                req,
+                gso: extra,
+                frame,
+                slot: i as u16,
+            });
         }
         self.tx_free_pages.truncate(n_pages - used);
         self.stats.tx_packets += 1;
@@ -714,8 +772,217 @@ impl Netfront {
 
     /// Pushes posted TX requests; notifies when the backend asked.
     pub fn tx_push(&mut self) {
+        if self.disconnected {
+            return;
+        }
         if self.tx.push_requests() {
             self.notify();
         }
+    }
+
+    // ------------------------------------------------------------ the backend goes away
+
+    /// Whether the backend went away ([`Netfront::disconnect`]) and no new one is connected
+    /// ([`Netfront::reconnect`]). Meanwhile the rings are not touched: nothing is polled,
+    /// nothing posted, and the stack's frames wait in the stack (no TX room).
+    pub fn is_disconnected(&self) -> bool {
+        self.disconnected
+    }
+
+    /// TX frames posted and not answered.
+    pub fn tx_pending_frames(&self) -> usize {
+        let frames: std::collections::BTreeSet<u64> =
+            self.tx_inflight.iter().flatten().map(|t| t.frame).collect();
+        frames.len()
+    }
+
+    /// Ends access to grant `g` and frees its reference; a grant the backend still holds pinned
+    /// is counted and its reference leaked rather than reused.
+    fn end_and_free(&mut self, g: GrantRef) {
+        if self.gnt.end_access(g) {
+            self.gnt.free(g);
+        } else {
+            self.stats.grants_leaked += 1;
+        }
+    }
+
+    /// The backend went away: its state went to `Closing` or `Closed` (Linux netfront's
+    /// `xennet_disconnect_backend`). Call it after consuming what the backend answered
+    /// ([`Netfront::rx_poll_batch`], [`Netfront::tx_reap`]): responses already on the rings
+    /// are its last word, and they are answers like any other.
+    ///
+    /// Every grant ends: both ring pages, every posted RX buffer (its request dies with the
+    /// ring; the buffer is posted afresh to the next backend), every TX page in flight, every
+    /// persistent grant. TX frames the backend did not answer keep their pages and ids, for
+    /// [`Netfront::repost`] to post again in their order; a frame the backend answered only in
+    /// part (never done by netback, which answers a packet's slots together) is given up
+    /// (`tx_lost_at_disconnect`). Returns the TX frames kept.
+    pub fn disconnect(&mut self) -> usize {
+        if self.disconnected {
+            return self.tx_pending_frames();
+        }
+        self.disconnected = true;
+        self.stats.disconnects += 1;
+        // A packet half gathered will never get its other slots.
+        self.rx_slots.clear();
+        self.rx_batch.clear();
+        self.rx_batch_pieces.clear();
+        let persistent = self.persistent;
+        for id in 0..RX_BUFS as usize {
+            if let Some(g) = self.rx_grant[id].take() {
+                self.stats.rx_reclaimed_at_disconnect += 1;
+                if !persistent {
+                    self.end_and_free(g);
+                }
+            }
+        }
+        let whole: std::collections::BTreeSet<u64> = (self.tx_inflight.iter().flatten())
+            .filter(|t| t.slot == 0)
+            .map(|t| t.frame)
+            .collect();
+        let mut lost = std::collections::BTreeSet::new();
+        for id in 0..self.tx_inflight.len() {
+            let Some((page, gref, frame)) = self.tx_inflight[id]
+                .as_ref()
+                .map(|t| (t.page, t.gref, t.frame))
+            else {
+                continue;
+            };
+            if !(persistent && self.tx_pgrant[page as usize] == Some(gref)) {
+                self.end_and_free(gref);
+            }
+            if !whole.contains(&frame) {
+                self.tx_inflight[id] = None;
+                self.tx_free_pages.push(page);
+                self.tx_free_ids.push(id as u16);
+                lost.insert(frame);
+            }
+        }
+        self.stats.tx_lost_at_disconnect += lost.len() as u64;
+        if persistent {
+            self.end_persistent_grants();
+        }
+        let (t, r) = (self.tx_ring_ref, self.rx_ring_ref);
+        self.end_and_free(t);
+        self.end_and_free(r);
+        whole.len()
+    }
+
+    /// Prepares for a new backend after [`Netfront::disconnect`] (Linux netfront's
+    /// `talk_to_netback` when it reconnects): both rings initialized afresh in the same pages
+    /// and granted again under new references ([`Netfront::tx_ring_ref`],
+    /// [`Netfront::rx_ring_ref`], for the store), persistent grants used when `persistent`
+    /// (the new backend offered them). Nothing is posted until [`Netfront::repost`].
+    pub fn reconnect(&mut self, persistent: bool) -> io::Result<()> {
+        if !self.disconnected {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "netfront is still connected to its backend",
+            ));
+        }
+        let page = |pfn| {
+            OwnPage::new(self.mem.clone(), pfn).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidInput, "ring page out of range")
+            })
+        };
+        let (txp, rxp) = (page(self.layout.tx_ring())?, page(self.layout.rx_ring())?);
+        let no_ref = || io::Error::new(io::ErrorKind::OutOfMemory, "grant table full");
+        let tx_ring_ref = self.gnt.alloc().ok_or_else(no_ref)?;
+        let Some(rx_ring_ref) = self.gnt.alloc() else {
+            self.gnt.free(tx_ring_ref);
+            return Err(no_ref());
+        };
+        self.tx = FrontRing::init(txp);
+        self.rx = FrontRing::init(rxp);
+        self.gnt
+            .grant_access(tx_ring_ref, self.backend, self.layout.tx_ring(), false);
+        self.gnt
+            .grant_access(rx_ring_ref, self.backend, self.layout.rx_ring(), false);
+        self.tx_ring_ref = tx_ring_ref;
+        self.rx_ring_ref = rx_ring_ref;
+        self.persistent = persistent;
+        self.disconnected = false;
+        self.stats.reconnects += 1;
+        Ok(())
+    }
+
+    /// After [`Netfront::reconnect`] and once the new ring references are published: posts
+    /// again, in the order they were first posted and each page granted afresh, the TX frames
+    /// the old backend left unanswered, fills the RX ring, and notifies the backend (a kick:
+    /// requests may wait on the ring from before it bound the channel). Returns the TX frames
+    /// posted again.
+    pub fn repost(&mut self) -> usize {
+        if self.disconnected {
+            return 0;
+        }
+        let mut slots: Vec<(u64, u16, u16)> = (self.tx_inflight.iter().enumerate())
+            .filter_map(|(id, t)| t.as_ref().map(|t| (t.frame, t.slot, id as u16)))
+            .collect();
+        slots.sort_unstable();
+        let mut frames = 0;
+        let mut at = 0;
+        while at < slots.len() {
+            let frame = slots[at].0;
+            let end = at + slots[at..].iter().take_while(|s| s.0 == frame).count();
+            let need: u32 = (slots[at..end].iter())
+                .map(|&(_, _, id)| {
+                    1 + u32::from(
+                        self.tx_inflight[id as usize]
+                            .as_ref()
+                            .is_some_and(|t| t.gso.is_some()),
+                    )
+                })
+                .sum();
+            if self.tx.free_requests() < need {
+                // Cannot happen (they fitted on the old ring, which had as many slots): given
+                // up whole, never posted in part.
+                for &(_, _, id) in &slots[at..end] {
+                    if let Some(t) = self.tx_inflight[id as usize].take() {
+                        self.tx_free_pages.push(t.page);
+                        self.tx_free_ids.push(id);
+                    }
+                }
+                self.stats.tx_lost_at_disconnect += 1;
+                at = end;
+                continue;
+            }
+            for &(_, _, id) in &slots[at..end] {
+                let (page, req, gso) = {
+                    let t = self.tx_inflight[id as usize].as_ref().expect("listed");
+                    (t.page, t.req, t.gso)
+                };
+                let gref = match self.tx_pgrant[page as usize] {
+                    Some(g) => g,
+                    None => {
+                        let gref = self.gnt.alloc().expect("grant refs outnumber tx slots");
+                        self.gnt
+                            .grant_access(gref, self.backend, self.layout.tx_page(page), true);
+                        if self.persistent {
+                            self.tx_pgrant[page as usize] = Some(gref);
+                        }
+                        gref
+                    }
+                };
+                let req = TxRequest {
+                    gref: gref.0,
+                    ..req
+                };
+                self.tx.put_request(&TxSlot::from_request(&req));
+                if let Some(info) = gso {
+                    self.tx
+                        .put_request(&TxSlot::from_extra(&ExtraInfo::new_gso(info, false)));
+                }
+                let t = self.tx_inflight[id as usize].as_mut().expect("listed");
+                t.gref = gref;
+                t.req = req;
+            }
+            frames += 1;
+            at = end;
+        }
+        self.stats.tx_reposted += frames as u64;
+        self.tx.push_requests();
+        self.rx_refill();
+        self.notify();
+        frames
     }
 }

@@ -1,6 +1,14 @@
 //! The guest process: boots from what the toolstack sends, creates its network interface (a
 //! TAP with a vnet header, in the guest's namespace, which the process already is in), does
 //! the xenbus handshake, then moves packets between the TAP and the rings until told to stop.
+//!
+//! Once connected it keeps a watch on its backend's state: a backend that goes away (a driver
+//! domain restarted) is followed through [`crate::reconnect`]: the frontend writes `Closing`,
+//! takes its grants back, writes `Closed`, and when a new backend shows `InitWait` writes
+//! `Initialising`, publishes fresh rings, writes `Connected` and, once the backend is
+//! connected, posts again what the old one left unanswered. The TAP, and with it the guest's
+//! TCP connections, stays up throughout; frames the guest sends meanwhile wait in the TAP's
+//! queue (the TAP is not read while there is no backend).
 
 use std::io;
 use std::net::Ipv4Addr;
@@ -19,8 +27,16 @@ use pvnet_testbed::{link, Tap};
 
 use crate::netfront::{Layout, Netfront};
 use crate::proto::{BootInfo, FromGuest, ToGuest};
+use crate::reconnect::{Action, Reconnector};
 use crate::tapbatch::TapBatch;
-use crate::xenbus::{await_backend, publish_and_connect, XsClient};
+use crate::xenbus::{
+    await_backend, backend_state, publish, publish_and_connect, read_features, set_front_state,
+    BackendFeatures, XsClient,
+};
+use pvnet_hv::store::XenbusState;
+
+/// The token of the frontend's watch on its backend's state.
+const BACKEND_WATCH: &str = "backend-state";
 
 const EV_CTL: u64 = 1;
 const EV_EVTCHN: u64 = 2;
@@ -100,21 +116,90 @@ fn run_booted(
         nf.tx_ring_ref().0,
         nf.rx_ring_ref().0,
         info.evtchn_port,
-        &[
-            (keys::FEATURE_SG, bf.sg),
-            (keys::FEATURE_GSO_TCPV4, bf.gso_tcpv4 && info.gso),
-            (keys::FEATURE_GSO_TCPV6, bf.gso_tcpv6 && info.gso),
-            (keys::FEATURE_RX_NOTIFY, true),
-            (keys::FEATURE_PERSISTENT, persistent),
-        ],
+        &front_features(&bf, info.gso, persistent),
     )?;
     nf.rx_refill();
     link::set_up(tap.name(), true)?;
+    // From now on a backend that goes away is followed (it fires once now: Connected).
+    xs.watch(&format!("{backend}/{}", keys::STATE), BACKEND_WATCH)?;
     xs.send(&FromGuest::Ready)?;
-    event_loop(xs, &mut nf, &tap)
+    let mut front = Front {
+        dev,
+        backend,
+        port: info.evtchn_port,
+        gso: info.gso,
+        machine: Reconnector::new(),
+    };
+    event_loop(xs, &mut nf, &tap, &mut front)
 }
 
-fn event_loop(xs: &mut XsClient, nf: &mut Netfront, tap: &Tap) -> Result<()> {
+/// The frontend's features, for the backend's offer `bf`.
+fn front_features(bf: &BackendFeatures, gso: bool, persistent: bool) -> [(&'static str, bool); 5] {
+    [
+        (keys::FEATURE_SG, bf.sg),
+        (keys::FEATURE_GSO_TCPV4, bf.gso_tcpv4 && gso),
+        (keys::FEATURE_GSO_TCPV6, bf.gso_tcpv6 && gso),
+        (keys::FEATURE_RX_NOTIFY, true),
+        (keys::FEATURE_PERSISTENT, persistent),
+    ]
+}
+
+/// What the guest keeps of its vif's xenbus side once connected.
+struct Front {
+    dev: String,
+    backend: String,
+    port: u32,
+    gso: bool,
+    machine: Reconnector,
+}
+
+/// The backend's state changed (or may have): carries out what the reconnection machine says.
+/// Returns whether the TAP may be read (a backend is connected).
+fn backend_changed(
+    xs: &mut XsClient,
+    nf: &mut Netfront,
+    front: &mut Front,
+    batch: &mut TapBatch<&Tap>,
+) -> Result<bool> {
+    let be = backend_state(xs, &front.backend)?;
+    for action in front.machine.steps(be) {
+        match action {
+            Action::Disconnect => {
+                // What the backend answered before it went is taken first: received packets go
+                // to the stack, sent frames are done with.
+                nf.rx_poll_batch(|pkts, ok| batch.write(pkts, ok));
+                nf.tx_reap();
+                set_front_state(xs, &front.dev, XenbusState::Closing)?;
+                let kept = nf.disconnect();
+                set_front_state(xs, &front.dev, XenbusState::Closed)?;
+                eprintln!(
+                    "pvnet guest: backend went away ({be:?}): grants taken back, {kept} TX frame(s) kept to post again"
+                );
+            }
+            Action::Reconnect => {
+                set_front_state(xs, &front.dev, XenbusState::Initialising)?;
+                let bf = read_features(xs, &front.backend)?;
+                nf.reconnect(bf.persistent)
+                    .context("netfront: setting up rings for the new backend")?;
+                publish(
+                    xs,
+                    &front.dev,
+                    nf.tx_ring_ref().0,
+                    nf.rx_ring_ref().0,
+                    front.port,
+                    &front_features(&bf, front.gso, nf.persistent()),
+                )?;
+            }
+            Action::Resume => {
+                let n = nf.repost();
+                eprintln!("pvnet guest: reconnected; {n} TX frame(s) posted again");
+            }
+        }
+    }
+    Ok(!nf.is_disconnected() && front.machine.phase() == crate::reconnect::Phase::Connected)
+}
+
+fn event_loop(xs: &mut XsClient, nf: &mut Netfront, tap: &Tap, front: &mut Front) -> Result<()> {
     let ep = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
     ep.add(
         xs.sock().as_fd(),
@@ -160,7 +245,26 @@ fn event_loop(xs: &mut XsClient, nf: &mut Netfront, tap: &Tap) -> Result<()> {
                 _ => kick = true,
             }
         }
-        if kick || n == 0 {
+        // Watch events (read now, or queued while waiting for a reply): the backend's state.
+        let watched = xs.take_events();
+        if watched.iter().any(|(_, t)| t == BACKEND_WATCH) {
+            let up = backend_changed(xs, nf, front, &mut batch)?;
+            if up != tap_armed {
+                let fl = if up {
+                    EpollFlags::EPOLLIN
+                } else {
+                    EpollFlags::empty()
+                };
+                ep.modify(tap.fd(), &mut EpollEvent::new(fl, EV_TAP))?;
+                tap_armed = up;
+            }
+            kick = up;
+        }
+        if nf.is_disconnected() || front.machine.phase() != crate::reconnect::Phase::Connected {
+            // No backend: the rings are not touched and the TAP is not read.
+            kick = false;
+        }
+        if kick || (n == 0 && !nf.is_disconnected()) {
             // RX: responses into the TAP, a pass over the ring at a time.
             nf.rx_poll_batch(|pkts, ok| batch.write(pkts, ok));
             // TX: the answers that are there, then frames from the TAP while there is room.
@@ -221,7 +325,11 @@ fn handle_ctl(xs: &mut XsClient, _nf: &mut Netfront) -> Result<Option<bool>> {
     };
     Ok(match m {
         ToGuest::Shutdown => Some(true),
-        _ => None, // late replies and watch events are of no interest once connected
+        ToGuest::Watch { path, token } => {
+            xs.push_event(path, token);
+            None
+        }
+        _ => None, // late replies are of no interest once connected
     })
 }
 

@@ -34,6 +34,16 @@ impl XsClient {
         &self.sock
     }
 
+    /// Takes the watch events that arrived while waiting for replies.
+    pub fn take_events(&mut self) -> Vec<(String, String)> {
+        self.events.drain(..).collect()
+    }
+
+    /// Queues a watch event that arrived outside a request.
+    pub fn push_event(&mut self, path: String, token: String) {
+        self.events.push_back((path, token));
+    }
+
     pub fn send(&self, msg: &FromGuest) -> Result<()> {
         ctl::send(self.sock.as_fd(), msg, &[]).context("control socket send")
     }
@@ -192,6 +202,12 @@ pub fn await_backend(xs: &mut XsClient, device_path: &str) -> Result<(String, Ba
         &[XenbusState::InitWait, XenbusState::Connected],
         Duration::from_secs(10),
     )?;
+    let f = read_features(xs, &backend)?;
+    Ok((backend, f))
+}
+
+/// Reads what the backend at `backend` offers; fails when it does not offer rx-copy.
+pub fn read_features(xs: &mut XsClient, backend: &str) -> Result<BackendFeatures> {
     let mut flag = |k: &str| -> Result<bool> {
         Ok(xs.read(&format!("{backend}/{k}"))?.as_deref() == Some("1"))
     };
@@ -205,7 +221,19 @@ pub fn await_backend(xs: &mut XsClient, device_path: &str) -> Result<(String, Ba
     if !f.rx_copy {
         bail!("backend does not offer feature-rx-copy");
     }
-    Ok((backend, f))
+    Ok(f)
+}
+
+/// The backend's state at `backend` (None: the node is gone or holds no state).
+pub fn backend_state(xs: &mut XsClient, backend: &str) -> Result<Option<XenbusState>> {
+    Ok(xs
+        .read(&format!("{backend}/{}", keys::STATE))?
+        .and_then(|v| XenbusState::from_str_value(&v)))
+}
+
+/// Writes the frontend's own state.
+pub fn set_front_state(xs: &mut XsClient, device_path: &str, st: XenbusState) -> Result<()> {
+    xs.write(&format!("{device_path}/{}", keys::STATE), &st.as_value())
 }
 
 /// Publishes ring references, event channel and the frontend's features, then switches the
@@ -215,6 +243,26 @@ pub fn publish_and_connect(
     xs: &mut XsClient,
     device_path: &str,
     backend: &str,
+    tx_ref: u32,
+    rx_ref: u32,
+    port: u32,
+    features: &[(&str, bool)],
+) -> Result<()> {
+    publish(xs, device_path, tx_ref, rx_ref, port, features)?;
+    xs.wait_state(
+        &format!("{backend}/{}", keys::STATE),
+        &[XenbusState::Connected],
+        Duration::from_secs(10),
+    )?;
+    Ok(())
+}
+
+/// Publishes ring references, event channel and the frontend's features, then switches the
+/// frontend to Connected, without waiting for the backend (a reconnection waits in the guest's
+/// event loop instead).
+pub fn publish(
+    xs: &mut XsClient,
+    device_path: &str,
     tx_ref: u32,
     rx_ref: u32,
     port: u32,
@@ -231,11 +279,5 @@ pub fn publish_and_connect(
     xs.write(
         &format!("{d}/{}", keys::STATE),
         &XenbusState::Connected.as_value(),
-    )?;
-    xs.wait_state(
-        &format!("{backend}/{}", keys::STATE),
-        &[XenbusState::Connected],
-        Duration::from_secs(10),
-    )?;
-    Ok(())
+    )
 }
