@@ -600,6 +600,14 @@ impl Netback {
         &self.evtchn
     }
 
+    /// The backend goes away (its driver domain is restarted): every mapping is undone, the
+    /// queue dropped, and the event channel comes back unbound (the hypervisor's object, which
+    /// outlives the backend; a new netback binds it again).
+    pub fn unbind(mut self) -> EvtchnEnd {
+        self.unmap_all();
+        self.evtchn
+    }
+
     /// The protocol violation that stopped this vif, if any.
     pub fn fatal(&self) -> Option<Fatal> {
         self.fatal

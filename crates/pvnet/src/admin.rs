@@ -26,6 +26,10 @@ pub enum AdminRequest {
     },
     /// Flips every HVM domain's port-I/O path (`original`, `seed`, `max`) in its ioreq page.
     HvmPath(String),
+    /// Restarts the driver domain (`pvnet restart-dd`): answered with
+    /// [`AdminReply::Restarting`] once the old one is gone and the new one's ports are open;
+    /// the frontends reconnect after (`stat`'s `restart`).
+    RestartDd,
 }
 
 /// `pvnet set`'s changes, parsed by the command (the daemon receives types, not strings).
@@ -81,6 +85,9 @@ pub enum AdminReply {
     Capture { port: String },
     /// `HvmPath` applied to this many HVM domains.
     HvmPath { path: String, domains: usize },
+    /// `RestartDd`: the driver domain was replaced; this many backends went away, whose
+    /// frontends are reconnecting.
+    Restarting { vifs: usize },
     /// The request was refused, and nothing changed.
     Error(String),
 }

@@ -146,6 +146,20 @@ pub fn make_switch(mode: switch::Mode, rules: Option<&str>) -> Result<switch::Sw
     })
 }
 
+/// A driver domain's data path with no ports, configured as `cfg` says.
+fn new_datapath(cfg: &DaemonConfig) -> Result<DataPath<Pnic, SystemClock>> {
+    Ok(DataPath::new(
+        PathConfig {
+            budget: cfg.budget,
+            bo: cfg.bo,
+        },
+        SystemClock::new(),
+        cfg.lro.map(|l| l.policy),
+        cfg.lro.map(|l| l.mode).unwrap_or_default(),
+    )
+    .with_switch(make_switch(cfg.switch, cfg.rules.as_deref())?))
+}
+
 /// The real clock: nanoseconds since the daemon started, and the TSC.
 pub struct SystemClock {
     start: Instant,
@@ -206,6 +220,11 @@ pub enum VifState {
     /// Disconnected by the backend for breaking the protocol.
     Disconnected,
     Closed,
+    /// Its backend went away with the driver domain (`pvnet restart-dd`); waiting for the
+    /// frontend to say Closed.
+    Restarting,
+    /// A new backend was probed (InitWait); waiting for the frontend to say Connected.
+    Reconnecting,
 }
 
 /// A guest as the toolstack keeps it (its data path lives in the [`DataPath`] while connected).
@@ -228,6 +247,45 @@ struct Vif {
     failed: Option<String>,
     /// Its process is gone and its domain destroyed.
     destroyed: bool,
+    /// Times its frontend reconnected to a new backend after a driver-domain restart.
+    reconnections: u64,
+    /// Time from the last restart's start to this vif's reconnection, in ms.
+    last_reconnect_ms: Option<f64>,
+}
+
+/// Driver-domain restarts (`pvnet restart-dd`), as `pvnet stat` shows them (under `restart`).
+#[derive(Clone, Debug, Default, Serialize)]
+struct Restarts {
+    /// Restarts done.
+    restarts: u64,
+    /// Vifs reconnected to a new backend, over all restarts.
+    reconnections: u64,
+    /// Daemon uptime at the last reconnection, in s.
+    last_reconnection_uptime_s: Option<f64>,
+    /// The last restart.
+    last: Option<LastRestart>,
+}
+
+/// One restart: what it dropped and how long its vifs took to come back.
+#[derive(Clone, Debug, Default, Serialize)]
+struct LastRestart {
+    /// Daemon uptime when it started, in s.
+    at_uptime_s: f64,
+    /// Time the old driver domain took to go and the new one to open its ports, in ms.
+    down_ms: f64,
+    /// Connected vifs whose backend went away.
+    vifs: u64,
+    /// Of those, reconnected so far.
+    reconnected: u64,
+    /// From the start of the restart to the last vif's reconnection, in ms (None while a vif
+    /// is still coming back).
+    reconnect_ms: Option<f64>,
+    /// Packets that were queued in the old backends for their guests, dropped with them (TCP
+    /// sends their bytes again).
+    queued_packets_dropped: u64,
+    /// When it started.
+    #[serde(skip)]
+    started: Option<Instant>,
 }
 
 /// What the toolstack took back from guests whose process went away, as `pvnet stat` shows it
@@ -264,6 +322,7 @@ pub struct Daemon {
     start: Instant,
     stopping: bool,
     reclaimed: Reclaimed,
+    restarts: Restarts,
 }
 
 /// Blocks SIGINT/SIGTERM/SIGHUP and returns a signalfd for them, so a signal becomes an event
@@ -337,16 +396,7 @@ impl Daemon {
             TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
         )?;
         ep.add(lro_timer.as_fd(), Token::LroTimer.event())?;
-        let dp = DataPath::new(
-            PathConfig {
-                budget: cfg.budget,
-                bo: cfg.bo,
-            },
-            SystemClock::new(),
-            cfg.lro.map(|l| l.policy),
-            cfg.lro.map(|l| l.mode).unwrap_or_default(),
-        )
-        .with_switch(make_switch(cfg.switch, cfg.rules.as_deref())?);
+        let dp = new_datapath(&cfg)?;
         let mut d = Daemon {
             cfg,
             testbed,
@@ -365,6 +415,7 @@ impl Daemon {
             start: Instant::now(),
             stopping: false,
             reclaimed: Reclaimed::default(),
+            restarts: Restarts::default(),
         };
         match d.cfg.mode {
             Mode::Linux => d.testbed.native_addr()?,
@@ -493,6 +544,8 @@ impl Daemon {
             ready: false,
             failed: None,
             destroyed: false,
+            reconnections: 0,
+            last_reconnect_ms: None,
         };
         // Xenstore: frontend and backend directories, as the toolstack writes them.
         let dev = xenbus::device_path(domid.0);
@@ -508,15 +561,7 @@ impl Daemon {
             format!("{dev}/{}", keys::STATE),
             &XenbusState::Initialising.as_value(),
         )?;
-        w(st, format!("{be}/{}", keys::FRONTEND), &dev)?;
-        w(
-            st,
-            format!("{be}/{}", keys::FRONTEND_ID),
-            &domid.0.to_string(),
-        )?;
-        w(st, format!("{be}/{}", keys::HANDLE), "0")?;
-        w(st, format!("{be}/{}", keys::MAC), &format_mac(&mac))?;
-        xenbus::probe_with(st, domid.0, self.cfg.grant == Mechanism::Persistent)?;
+        self.create_backend(domid.0, mac)?;
 
         let boot = BootInfo {
             domid: domid.0,
@@ -556,6 +601,21 @@ impl Daemon {
         }
         self.dp.add_guest_port(domid.0);
         self.vifs.insert(domid.0, vif);
+        Ok(())
+    }
+
+    /// Toolstack and netback's probe: writes guest `dom`'s backend directory and probes the
+    /// vif (features, InitWait, a watch on the frontend's state).
+    fn create_backend(&mut self, dom: u16, mac: [u8; 6]) -> Result<()> {
+        let dev = xenbus::device_path(dom);
+        let be = xenbus::backend_path(dom);
+        let w = |s: &mut Store, p: String, v: &str| s.write(DomId::DRIVER, &p, v);
+        let st = &mut self.store;
+        w(st, format!("{be}/{}", keys::FRONTEND), &dev)?;
+        w(st, format!("{be}/{}", keys::FRONTEND_ID), &dom.to_string())?;
+        w(st, format!("{be}/{}", keys::HANDLE), "0")?;
+        w(st, format!("{be}/{}", keys::MAC), &format_mac(&mac))?;
+        xenbus::probe_with(st, dom, self.cfg.grant == Mechanism::Persistent)?;
         Ok(())
     }
 
@@ -982,10 +1042,42 @@ impl Daemon {
         }
     }
 
-    /// netback's `frontend_changed`: connect when the frontend says Connected.
+    /// netback's `frontend_changed`: connect when the frontend says Connected. During a
+    /// driver-domain restart: a frontend that says Closed has let go of its old backend and
+    /// gets a new one (probed: InitWait); one that then says Connected is connected to it.
     fn frontend_changed(&mut self, dom: u16) {
         let Some(v) = self.vifs.get(&dom) else { return };
-        match xenbus::frontend_state(&self.store, dom) {
+        let fe = xenbus::frontend_state(&self.store, dom);
+        match (v.state, fe) {
+            (VifState::Restarting, Some(XenbusState::Closed)) => {
+                let mac = v.mac;
+                if let Err(e) = self.recreate_backend(dom, mac) {
+                    eprintln!("pvnet: vif {dom}: a new backend failed: {e:#}");
+                    self.vifs.get_mut(&dom).expect("vif").state = VifState::Closed;
+                    return;
+                }
+                self.vifs.get_mut(&dom).expect("vif").state = VifState::Reconnecting;
+                return;
+            }
+            (VifState::Reconnecting, Some(XenbusState::Connected))
+                if self.dp.netback(dom).is_none() =>
+            {
+                match self.connect_vif(dom) {
+                    Ok(()) => self.reconnected(dom),
+                    Err(e) => {
+                        eprintln!("pvnet: vif {dom} reconnect failed: {e:#}");
+                        self.vifs.get_mut(&dom).expect("vif").state = VifState::Closed;
+                        let _ = xenbus::set_state(&mut self.store, dom, XenbusState::Closing);
+                    }
+                }
+                return;
+            }
+            // The frontend is on its way (Closing, Initialising, or the old Closed that the new
+            // backend's watch reports when it is set).
+            (VifState::Restarting | VifState::Reconnecting, _) => return,
+            _ => {}
+        }
+        match fe {
             Some(XenbusState::Connected)
                 if v.state == VifState::Waiting && self.dp.netback(dom).is_none() =>
             {
@@ -997,6 +1089,166 @@ impl Daemon {
             }
             Some(XenbusState::Closing) | Some(XenbusState::Closed) => self.guest_gone(dom),
             _ => {}
+        }
+    }
+
+    /// Vif `dom` is connected to the new backend: counts it, and times the restart when it was
+    /// the last one to come back.
+    fn reconnected(&mut self, dom: u16) {
+        let uptime = self.start.elapsed().as_secs_f64();
+        let Some(last) = self.restarts.last.as_mut() else {
+            return;
+        };
+        let ms = last
+            .started
+            .map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3);
+        let v = self.vifs.get_mut(&dom).expect("vif");
+        v.reconnections += 1;
+        v.last_reconnect_ms = Some(ms);
+        last.reconnected += 1;
+        self.restarts.reconnections += 1;
+        self.restarts.last_reconnection_uptime_s = Some(uptime);
+        let pending = (self.vifs.values())
+            .any(|v| matches!(v.state, VifState::Restarting | VifState::Reconnecting));
+        if !pending {
+            last.reconnect_ms = Some(ms);
+        }
+    }
+
+    /// The toolstack re-creates guest `dom`'s backend for the new driver domain (as `xl
+    /// network-attach` would): the old backend directory and the old backend's watch go, a new
+    /// directory is written and probed (InitWait).
+    fn recreate_backend(&mut self, dom: u16, mac: [u8; 6]) -> Result<()> {
+        let watched = format!("{}/{}", xenbus::device_path(dom), keys::STATE);
+        let _ = self
+            .store
+            .unwatch(DomId::DRIVER, &watched, &xenbus::watch_token(dom));
+        self.store
+            .rm(DomId::DRIVER, &xenbus::backend_path(dom))
+            .context("removing the old backend directory")?;
+        self.create_backend(dom, mac)
+    }
+
+    /// `pvnet restart-dd`: the driver domain goes away and a new one takes its place, while
+    /// the hypervisor (guest memory, grant tables, event channels, the store) and the guests
+    /// stay. See docs/restart.md.
+    ///
+    /// 1. Every connected backend says `Closing`.
+    /// 2. The driver domain's state is destroyed: every netback is taken off the data path
+    ///    (its rings and persistent mappings unmapped, its RX queue dropped, its event channel
+    ///    unbound), then the whole data path (the physical port's socket and ring with every
+    ///    frame leased from it, the driver domain's own TAP, the bridge's table, the
+    ///    aggregation engine's held segments, captures, counters) is dropped.
+    /// 3. Every old backend says `Closed`.
+    /// 4. The new driver domain opens its ports afresh (a new packet socket and ring, a new
+    ///    stack TAP) on a new, empty data path.
+    /// 5. Each vif's frontend, seeing its backend go, says Closing then Closed; then (in
+    ///    [`Daemon::frontend_changed`]) its backend is re-created and probed (InitWait), and
+    ///    when the frontend says Connected again it is connected as at boot.
+    ///
+    /// Returns the number of vifs whose backend went away.
+    fn restart_dd(&mut self) -> Result<usize> {
+        if self.cfg.mode != Mode::Xen {
+            bail!(
+                "this run has no driver domain to restart (mode {:?}): restart-dd needs --mode xen",
+                self.cfg.mode
+            );
+        }
+        if !self.hvms.is_empty() {
+            bail!("this run has HVM guests, whose device models are not restarted: restart-dd needs a run without --hvm");
+        }
+        if (self.vifs.values())
+            .any(|v| matches!(v.state, VifState::Restarting | VifState::Reconnecting))
+        {
+            bail!("the last restart has not finished: a vif is still reconnecting");
+        }
+        let t0 = Instant::now();
+        let at_uptime_s = self.start.elapsed().as_secs_f64();
+        let doms: Vec<u16> = (self.vifs.values())
+            .filter(|v| !v.destroyed && matches!(v.state, VifState::Connected | VifState::Waiting))
+            .map(|v| v.domid.0)
+            .collect();
+        // 1. The backends say Closing.
+        for &d in &doms {
+            if self.vifs[&d].state == VifState::Connected {
+                let _ = xenbus::set_state(&mut self.store, d, XenbusState::Closing);
+            }
+        }
+        // 2. The driver domain's state goes.
+        let mut dropped = 0u64;
+        let mut went = 0u64;
+        for &d in &doms {
+            let v = self.vifs.get_mut(&d).expect("vif");
+            if let Some(nb) = self.dp.disconnect_vif(d) {
+                let _ = self.ep.delete(nb.evtchn().wait_fd());
+                v.stats = nb.stats.clone();
+                dropped += nb.rx_queued() as u64;
+                v.evtchn_back = Some(nb.unbind());
+                went += 1;
+            }
+        }
+        let fresh = new_datapath(&self.cfg)?;
+        // The old path's descriptors close here (epoll forgets them with their last close).
+        drop(std::mem::replace(&mut self.dp, fresh));
+        // 3. The old backends say Closed.
+        for &d in &doms {
+            if self.vifs[&d].state == VifState::Connected {
+                let _ = xenbus::set_state(&mut self.store, d, XenbusState::Closed);
+            }
+        }
+        // 4. The new driver domain's ports.
+        self.open_ports_retrying()?;
+        for &d in &doms {
+            self.dp.add_guest_port(d);
+        }
+        let down_ms = t0.elapsed().as_secs_f64() * 1e3;
+        // 5. Vifs that were connected wait for their frontend to let go; the others (never
+        // connected) get their new backend at once.
+        for &d in &doms {
+            let v = self.vifs.get_mut(&d).expect("vif");
+            if v.state == VifState::Connected {
+                v.state = VifState::Restarting;
+            } else {
+                let mac = v.mac;
+                self.recreate_backend(d, mac)?;
+            }
+        }
+        self.restarts.restarts += 1;
+        self.restarts.last = Some(LastRestart {
+            at_uptime_s,
+            down_ms,
+            vifs: went,
+            reconnected: 0,
+            reconnect_ms: (went == 0).then_some(down_ms),
+            queued_packets_dropped: dropped,
+            started: Some(t0),
+        });
+        for &d in &doms {
+            self.frontend_changed(d);
+        }
+        eprintln!(
+            "pvnet: driver domain restarted in {down_ms:.1} ms: {went} backend(s) gone, {dropped} queued packet(s) dropped"
+        );
+        Ok(went as usize)
+    }
+
+    /// [`Daemon::open_ports`], retried for a moment: the old stack TAP's name may not be free
+    /// the instant its descriptor closed.
+    fn open_ports_retrying(&mut self) -> Result<()> {
+        let mut tries = 0;
+        loop {
+            match self.open_ports() {
+                Ok(()) => return Ok(()),
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    if tries == 1 {
+                        eprintln!("pvnet: restart: opening the ports: {e:#}; retrying");
+                    }
+                    self.dp = new_datapath(&self.cfg)?;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 
@@ -1103,6 +1355,10 @@ impl Daemon {
                 self.stopping = true;
                 AdminReply::Stopping
             }
+            AdminRequest::RestartDd => match self.restart_dd() {
+                Ok(vifs) => AdminReply::Restarting { vifs },
+                Err(e) => AdminReply::Error(format!("{e:#}")),
+            },
             AdminRequest::Set(r) => match self.apply_set(&r) {
                 Ok(()) => AdminReply::Set(self.settings()),
                 Err(e) => AdminReply::Error(format!("{e:#}")),
@@ -1216,6 +1472,8 @@ impl Daemon {
                     "netback": self.dp.vif_stats(v.domid.0).unwrap_or(&v.stats),
                     "events": self.dp.vif_events(v.domid.0),
                     "netfront": v.front_stats,
+                    "reconnections": v.reconnections,
+                    "last_reconnect_ms": v.last_reconnect_ms,
                 })
             })
             .collect();
@@ -1260,6 +1518,7 @@ impl Daemon {
             "capture": self.capture_json(),
             "vifs": vifs,
             "reclaimed": self.reclaimed,
+            "restart": self.restarts,
             "relay": relay,
             "hvm": hvm,
         })

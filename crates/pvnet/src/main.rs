@@ -142,6 +142,19 @@ enum Cmd {
         #[arg(long)]
         all: bool,
     },
+    /// Restart the driver domain under load: every backend goes away with its state (rings,
+    /// mappings, queues, the physical port's socket) and a new driver domain takes its place;
+    /// the guests' frontends reconnect. Waits for them and prints the time it took.
+    RestartDd {
+        #[arg(long)]
+        id: Option<String>,
+        /// Return once the new driver domain is up, without waiting for the frontends.
+        #[arg(long)]
+        no_wait: bool,
+        /// Print `stat`'s `restart` object as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Counters per port and per vif.
     Stat {
         #[arg(long)]
@@ -492,6 +505,43 @@ fn run(cli: Cli) -> Result<()> {
                         if n == 1 { "" } else { "es" }
                     ),
                 }
+            }
+            Ok(())
+        }
+        Cmd::RestartDd { id, no_wait, json } => {
+            need_root("restart-dd")?;
+            let id = rundir::pick_run(id.as_deref())?;
+            let vifs = match admin::call(&id, &AdminRequest::RestartDd)? {
+                AdminReply::Restarting { vifs } => vifs,
+                AdminReply::Error(e) => bail!("{e}"),
+                other => bail!("the daemon answered a restart request with {other:?}"),
+            };
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let mut r = admin::stat(&id)?["restart"].clone();
+            while !no_wait && r["last"]["reconnect_ms"].is_null() {
+                if std::time::Instant::now() > deadline {
+                    bail!(
+                        "the frontends did not all reconnect within 10 s ({} of {vifs})",
+                        r["last"]["reconnected"]
+                    );
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                r = admin::stat(&id)?["restart"].clone();
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                let l = &r["last"];
+                println!(
+                    "pvnet: driver domain restarted in {:.1} ms ({} queued packet(s) dropped); {} of {vifs} vif(s) reconnected{}",
+                    l["down_ms"].as_f64().unwrap_or(0.0),
+                    l["queued_packets_dropped"],
+                    l["reconnected"],
+                    match l["reconnect_ms"].as_f64() {
+                        Some(ms) => format!(" {ms:.1} ms after the restart began"),
+                        None => String::new(),
+                    }
+                );
             }
             Ok(())
         }
