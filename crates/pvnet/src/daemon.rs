@@ -1000,6 +1000,7 @@ impl Daemon {
         }
         self.store.remove_watches_of(DomId(dom));
         let _ = xenbus::set_state(&mut self.store, dom, XenbusState::Closed);
+        self.restart_done_check();
     }
 
     /// The guest's process is gone (it exited, crashed or was killed): after its vif, the
@@ -1112,10 +1113,18 @@ impl Daemon {
         last.reconnected += 1;
         self.restarts.reconnections += 1;
         self.restarts.last_reconnection_uptime_s = Some(uptime);
+        self.restart_done_check();
+    }
+
+    /// Closes the last restart's account once no vif is still coming back (the last one
+    /// reconnected, or its guest went away meanwhile): its time is the time until then.
+    fn restart_done_check(&mut self) {
         let pending = (self.vifs.values())
             .any(|v| matches!(v.state, VifState::Restarting | VifState::Reconnecting));
-        if !pending {
-            last.reconnect_ms = Some(ms);
+        if let Some(last) = self.restarts.last.as_mut() {
+            if !pending && last.reconnect_ms.is_none() {
+                last.reconnect_ms = last.started.map(|t| t.elapsed().as_secs_f64() * 1e3);
+            }
         }
     }
 

@@ -770,6 +770,14 @@ fn print_stat(v: &serde_json::Value) {
             );
         }
     }
+    if u64_of(&v["restart"]["restarts"]) > 0 {
+        let r = &v["restart"];
+        println!(
+            "  restart   restarts={} reconnections={} last_reconnection_uptime_s={}",
+            r["restarts"], r["reconnections"], r["last_reconnection_uptime_s"]
+        );
+        flat("  last", &r["last"]);
+    }
     if let Some(vifs) = v["vifs"].as_array() {
         for vif in vifs {
             println!(
