@@ -14,6 +14,12 @@
 //! does with persistent grants) and takes them back with [`Netfront::end_persistent_grants`],
 //! which ends access at once or, for a grant the backend holds pinned at that moment, defers
 //! and retries (as Linux's `gnttab_end_foreign_access`).
+//!
+//! When the backend goes away (its driver domain restarted) netfront takes what it had answered,
+//! then [`Netfront::disconnect`] ends every grant and keeps the TX frames left unanswered;
+//! [`Netfront::reconnect`] sets the rings up afresh for a new backend and [`Netfront::repost`]
+//! posts those frames again, in order, with fresh grants, and refills the RX ring. The xenbus
+//! side of it is [`crate::reconnect`].
 
 use std::io::{self, IoSliceMut};
 use std::sync::Arc;
