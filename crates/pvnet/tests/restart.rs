@@ -65,6 +65,44 @@ fn tcp_streams_into_and_out_of_guests_survive_two_driver_domain_restarts() {
 }
 
 #[test]
+fn a_restart_with_persistent_grants_and_aggregation_keeps_a_stream_intact() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("a_restart_with_persistent_grants_and_aggregation_keeps_a_stream_intact") {
+        return;
+    }
+    // Persistent grants are negotiated again with the new backend; segments the old
+    // aggregation engine held die with it and TCP sends them again.
+    let run = Run::up(&[
+        "--guests",
+        "2",
+        "--grant",
+        "persistent",
+        "--lro",
+        "adaptive",
+    ]);
+    let bytes = 2048 * MIB;
+    let (into, r) = std::thread::scope(|s| {
+        let into = s.spawn(|| flow(&run, ("remote", "g1", "10.77.0.11"), 5311, bytes, 120));
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let live = !into.is_finished();
+        let r = restart_dd(&run);
+        assert!(live, "the restart came after the stream ended");
+        (into.join().unwrap(), r)
+    });
+    assert_intact(&into.expect("the stream into guest 1"), bytes);
+    assert_eq!(u(&r["last"]["reconnected"]), 2, "{r}");
+    let st = run.stat();
+    let v1 = &st["vifs"][1];
+    assert_eq!(v1["state"], "connected", "{v1}");
+    assert_eq!(u(&v1["reconnections"]), 1, "{v1}");
+    // The new backend runs persistent grants again, and used them.
+    let nb = &v1["netback"];
+    assert_eq!(nb["grant_mechanism"], "persistent", "{nb}");
+    assert!(u(&nb["persistent_hits"]) > 0, "{nb}");
+    assert_eq!(u(&v1["netfront"]["grants_leaked"]), 0, "{v1}");
+}
+
+#[test]
 fn restart_dd_is_refused_without_a_driver_domain() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if skip_unless_root("restart_dd_is_refused_without_a_driver_domain") {
