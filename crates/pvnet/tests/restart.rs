@@ -102,6 +102,68 @@ fn a_restart_with_persistent_grants_and_aggregation_keeps_a_stream_intact() {
     assert_eq!(u(&v1["netfront"]["grants_leaked"]), 0, "{v1}");
 }
 
+/// Polls `stat` (at most 20 s) until `done` holds; returns the last `stat`.
+fn stat_until(
+    run: &Run,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let st = run.stat();
+        if done(&st) {
+            return st;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}: {st}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_guest_that_dies_during_a_restart_is_reclaimed_and_the_restart_completes() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("a_guest_that_dies_during_a_restart_is_reclaimed_and_the_restart_completes")
+    {
+        return;
+    }
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let run = Run::up(&["--guests", "2"]);
+    let info: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("/run/pvnet/{}/info.json", run.id)).unwrap(),
+    )
+    .unwrap();
+    let victim = Pid::from_raw(info["guest_pids"][1].as_i64().expect("guest 1's pid") as i32);
+    // Guest 1 cannot answer its backend's going: it is stopped.
+    kill(victim, Signal::SIGSTOP).expect("stop guest 1");
+    let out = ok(&["restart-dd", "--id", &run.id, "--no-wait", "--json"]);
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(u(&r["last"]["vifs"]), 2, "{r}");
+    let st = stat_until(&run, "guest 0 reconnects", |st| {
+        st["restart"]["last"]["reconnected"].as_u64() == Some(1)
+    });
+    assert!(
+        st["restart"]["last"]["reconnect_ms"].is_null(),
+        "guest 1 is pending: {st}"
+    );
+    assert_eq!(st["vifs"][1]["state"], "restarting", "{}", st["vifs"][1]);
+    // It dies before it let go: its domain is reclaimed and the restart's account closes.
+    kill(victim, Signal::SIGKILL).expect("kill guest 1");
+    let st = stat_until(&run, "guest 1 reclaimed", |st| {
+        st["vifs"][1]["state"] == "closed"
+    });
+    let last = &st["restart"]["last"];
+    assert!(last["reconnect_ms"].is_f64(), "{last}");
+    assert_eq!(u(&last["reconnected"]), 1, "{last}");
+    assert_eq!(u(&st["reclaimed"]["domains"]), 1, "{st}");
+    assert_eq!(st["vifs"][0]["state"], "connected");
+    // Guest 0 goes on through the new driver domain.
+    assert_intact(
+        &flow(&run, ("remote", "g0", "10.77.0.10"), 5321, 64 * MIB, 60).expect("a stream after"),
+        64 * MIB,
+    );
+}
+
 #[test]
 fn restart_dd_is_refused_without_a_driver_domain() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
