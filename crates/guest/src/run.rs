@@ -17,7 +17,7 @@ use pvnet_hv::DomId;
 use pvnet_netif::keys;
 use pvnet_testbed::{link, Tap};
 
-use crate::netfront::{Layout, Netfront};
+use crate::netfront::{Layout, Netfront, PoolMode};
 use crate::proto::{BootInfo, FromGuest, ToGuest};
 use crate::tapbatch::TapBatch;
 use crate::xenbus::{await_backend, publish_and_connect, XsClient};
@@ -93,6 +93,30 @@ fn run_booted(
     let mut nf = Netfront::new(mem, layout, DomId::DRIVER, evtchn).context("netfront setup")?;
     // Persistent grants whenever the backend offers them: netfront's buffers are a fixed set.
     let persistent = bf.persistent && nf.use_persistent_grants();
+    // A pool whenever the backend offers one (pvnet_dd::pool): granted once, here.
+    let mode = if bf.premapped {
+        Some((PoolMode::Premapped, keys::FEATURE_PREMAPPED))
+    } else if bf.static_buffer {
+        Some((PoolMode::Static, keys::FEATURE_STATIC_BUFFER))
+    } else {
+        None
+    };
+    let mut pool_key = None;
+    if let Some((mode, key)) = mode {
+        match nf.use_pool(mode) {
+            Some(g) => {
+                for (k, v) in [
+                    (keys::POOL_REF, g.first_ref),
+                    (keys::POOL_RX_SLOTS, g.rx_slots),
+                    (keys::POOL_TX_SLOTS, g.tx_slots),
+                ] {
+                    xs.write(&format!("{dev}/{k}"), &v.to_string())?;
+                }
+                pool_key = Some(key);
+            }
+            None => eprintln!("pvnet guest: cannot grant a pool ({key}): per-request grants"),
+        }
+    }
     publish_and_connect(
         xs,
         &dev,
@@ -106,6 +130,14 @@ fn run_booted(
             (keys::FEATURE_GSO_TCPV6, bf.gso_tcpv6 && info.gso),
             (keys::FEATURE_RX_NOTIFY, true),
             (keys::FEATURE_PERSISTENT, persistent),
+            (
+                keys::FEATURE_PREMAPPED,
+                pool_key == Some(keys::FEATURE_PREMAPPED),
+            ),
+            (
+                keys::FEATURE_STATIC_BUFFER,
+                pool_key == Some(keys::FEATURE_STATIC_BUFFER),
+            ),
         ],
     )?;
     nf.rx_refill();
