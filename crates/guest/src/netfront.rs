@@ -549,7 +549,7 @@ impl Netfront {
             return 0;
         }
         let mut flat: Vec<&[u8]> = Vec::with_capacity(self.rx_batch_pieces.len());
-        let bounce = (self.pool == Some(PoolMode::Static)).then(|| self.bounce.as_ptr());
+        let bounce = (self.pool == Some(PoolMode::Static)).then_some(self.bounce.as_ptr());
         let rx0 = self.layout.rx_buf(0).0;
         for &(pfn, off, sz) in &self.rx_batch_pieces {
             let p = match bounce {
@@ -560,7 +560,7 @@ impl Netfront {
                     .mem
                     .page_ptr(pfn)
                     .expect("the page was found when the packet was gathered"),
-            } as *const u8;
+            };
             // SAFETY: the page belongs to this guest's memory mapping (or, under `static`, to
             // `self.bounce`), which outlives `flat`; unless grants are reused its grant was
             // revoked in rx_reclaim, so the backend can no longer write it (hv checks the grant
@@ -607,7 +607,7 @@ impl Netfront {
             return false;
         }
         let mut len = 0usize;
-        let bounce = (self.pool == Some(PoolMode::Static)).then(|| self.bounce.as_mut_ptr());
+        let bounce = (self.pool == Some(PoolMode::Static)).then_some(self.bounce.as_mut_ptr());
         for (i, r) in self.rx_slots.iter().enumerate() {
             if r.status < 0 {
                 self.stats.rx_errors += 1;
