@@ -5,8 +5,9 @@ end (docs/premapped-static.md). As root, from the repository, after `cargo build
     python3 docs/premapped-static/measure.py [rounds] [seconds] [mechanisms...]
 
 For each round, for each mechanism (interleaved, so the machine's drift spreads over all):
-`pvnet up --guests 1 --grant M --guest-gso off` (every packet on the rings one MTU-sized
-frame), a verifying TCP stream remote -> g0 (RX) and g0 -> remote (TX) for `seconds` each;
+`pvnet up --guests 1 --grant M --guest-gso off` and `gso_max_segs 1` on the guest's and the
+remote host's interfaces (no GSO anywhere: every packet on the rings one MTU-sized frame, as at
+MTU 1500 without offloads), a verifying TCP stream remote -> g0 (RX) and g0 -> remote (TX) for `seconds` each;
 around each stream the CPU time (ns, /proc/PID/task/*/schedstat) of the daemon (the driver
 domain) and of the guest's netfront process, and the vif's packet and byte counters. Prints
 one JSON line per measurement and a median table.
@@ -81,6 +82,14 @@ def main():
             assert up.returncode == 0, up.stderr
             try:
                 info = json.load(open(f"/run/pvnet/{run_id}/info.json"))
+                for ns in [f"pvnet-{run_id}-g0", info["remote_ns"]]:
+                    links = subprocess.run(["ip", "-n", ns, "-o", "link"], capture_output=True,
+                                           text=True).stdout.splitlines()
+                    for l in links:
+                        name = l.split(": ")[1].split("@")[0]
+                        if name != "lo":
+                            subprocess.run(["ip", "-n", ns, "link", "set", name,
+                                            "gso_max_segs", "1"], check=True)
                 for d in ["rx", "tx"]:
                     x = measure(run_id, info, d, secs)
                     x.update(mech=m, round=r)
