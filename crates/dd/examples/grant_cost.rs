@@ -5,9 +5,11 @@
 //! write into the guest's stack does; `tx_read_with` from a reader that copies the frame once,
 //! as a TAP read does, plus `tx_push`/`tx_complete`).
 //!
-//! `cargo run --release -p pvnet-dd --example grant_cost [packets] [repetitions]`
+//! `cargo run --release -p pvnet-dd --example grant_cost [packets] [repetitions] [mechanism...]`
+//! (default: every mechanism).
 //!
-//! Prints, per mechanism and direction, the median over the repetitions of ns per packet and
+//! Prints, per mechanism and direction, the median over the rounds (each measures every mechanism
+//! once, in turn) of ns per packet and
 //! ns per byte for the driver domain and for the guest, for 1514-byte frames and for 64 KiB
 //! GSO packets.
 
@@ -189,10 +191,29 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let reps: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
-    println!("cost per packet (median of {reps} runs of {n} packets): driver domain = netback's calls, guest = netfront's");
+    let named: Vec<Mechanism> = args.map(|a| a.parse().expect("a mechanism")).collect();
+    let mechs: Vec<Mechanism> = if named.is_empty() {
+        Mechanism::ALL.to_vec()
+    } else {
+        named
+    };
     println!(
-        "{:<11} {:<3} {:>7} {:>10} {:>9} {:>10} {:>9}",
-        "mechanism", "dir", "bytes", "dd ns/pkt", "dd ns/B", "gst ns/pkt", "gst ns/B"
+        "cost per packet (median of {reps} rounds of {n} packets, mechanisms interleaved within a \
+         round): driver domain = netback's calls, guest = netfront's; \"/ {}\" columns: median of \
+         each round's ratio to the first mechanism's figure in that round",
+        mechs[0].name()
+    );
+    println!(
+        "{:<11} {:<3} {:>7} {:>10} {:>9} {:>8} {:>10} {:>9} {:>8}",
+        "mechanism",
+        "dir",
+        "bytes",
+        "dd ns/pkt",
+        "dd ns/B",
+        "dd /",
+        "gst ns/pkt",
+        "gst ns/B",
+        "gst /"
     );
     for len in [1514usize, 65535] {
         let n = if len > 1514 { n / 20 } else { n };
@@ -203,20 +224,38 @@ fn main() {
             ),
             ("tx", tx),
         ] {
-            for mech in Mechanism::ALL {
-                // Interleaved repetitions would mix mechanisms' caches; each runs its own.
-                let runs: Vec<(Duration, Duration)> = (0..reps).map(|_| f(mech, len, n)).collect();
-                let dd = median(runs.iter().map(|r| r.0).collect()).as_nanos() as f64;
-                let g = median(runs.iter().map(|r| r.1).collect()).as_nanos() as f64;
+            // runs[m][round]: every round measures each mechanism once, in turn, so that the
+            // machine's drift (shared with other builds) falls on all of them alike.
+            let mut runs: Vec<Vec<(Duration, Duration)>> = vec![Vec::new(); mechs.len()];
+            for _ in 0..reps {
+                for (m, &mech) in mechs.iter().enumerate() {
+                    runs[m].push(f(mech, len, n));
+                }
+            }
+            let ratio = |m: usize, side: fn(&(Duration, Duration)) -> Duration| {
+                let mut r: Vec<f64> = (0..reps)
+                    .map(|k| {
+                        side(&runs[m][k]).as_nanos() as f64
+                            / side(&runs[0][k]).as_nanos().max(1) as f64
+                    })
+                    .collect();
+                r.sort_by(|a, b| a.total_cmp(b));
+                r[r.len() / 2]
+            };
+            for (m, &mech) in mechs.iter().enumerate() {
+                let dd = median(runs[m].iter().map(|r| r.0).collect()).as_nanos() as f64;
+                let g = median(runs[m].iter().map(|r| r.1).collect()).as_nanos() as f64;
                 println!(
-                    "{:<11} {:<3} {:>7} {:>10.0} {:>9.3} {:>10.0} {:>9.3}",
+                    "{:<11} {:<3} {:>7} {:>10.0} {:>9.3} {:>8.2} {:>10.0} {:>9.3} {:>8.2}",
                     mech.name(),
                     dir,
                     len,
                     dd,
                     dd / len as f64,
+                    ratio(m, |r| r.0),
                     g,
-                    g / len as f64
+                    g / len as f64,
+                    ratio(m, |r| r.1),
                 );
             }
         }
