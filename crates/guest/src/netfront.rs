@@ -640,10 +640,13 @@ impl Netfront {
                 self.stats.static_copies += 1;
                 p = own;
             }
-            // SAFETY: the page belongs to this guest's memory mapping, which outlives `pieces`;
-            // its grant was revoked in rx_reclaim, so the backend can no longer write it (hv
-            // checks the grant on every copy) and nothing else in this process touches it until
-            // it is reposted after `deliver` returns. off + sz <= 4096 was checked above.
+            // SAFETY: the page belongs to this guest's memory mapping (under `static`, to
+            // `self.bounce`), which outlives `pieces`; unless grants are reused its grant was
+            // revoked in rx_reclaim, so the backend can no longer write it (hv checks the grant
+            // on every copy); with persistent grants or `premapped` the backend is trusted not
+            // to write an answered buffer (module docs), and `bounce` is never granted. Nothing
+            // else in this process touches it until it is reposted after `deliver` returns.
+            // off + sz <= 4096 was checked above.
             pieces[i] = unsafe { std::slice::from_raw_parts(p.add(off), sz) };
             len += sz;
         }
