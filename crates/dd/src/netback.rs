@@ -27,6 +27,11 @@
 //!   keep reusing a bounded set of grant references (at most [`Config::persistent_max`], by
 //!   default twice the ring size: netfront's 256 RX buffers and 256 TX pages). Without the
 //!   frontend's promise a vif configured `persistent` runs `map`.
+//! - **premapped** and **static**: the frontend grants a fixed pool of pages once at connect,
+//!   netback maps it once ([`Netback::attach_pool`]) and keeps it until disconnect; ring
+//!   requests name pool slots; each packet is one bounded `memcpy` with no grant operation.
+//!   Under `static` the pool is a bounce buffer the frontend copies out of (RX) and into (TX).
+//!   Negotiated as `feature-premapped` / `feature-static-buffer`; see [`crate::pool`].
 //!
 //! ## Persistent grants: the order of revocation and unmap
 //!
@@ -76,6 +81,7 @@ use pvnet_wire::vnet::{self, VirtioNetHdr};
 use serde::{Deserialize, Serialize};
 
 use crate::packet::Packet;
+use crate::pool::{Pool, PoolSpec, POOL_AUDIT_EVERY};
 
 /// The largest packet a guest may receive or send: 64 KiB of IP plus an Ethernet header.
 pub const MAX_PACKET: usize = 65535 + 14;
@@ -107,18 +113,37 @@ pub enum Mechanism {
     Map,
     /// Keep mappings of the frontend's grants in a bounded table and reuse them.
     Persistent,
+    /// The frontend's pool of packet pages, granted once and mapped once at connect; one copy
+    /// per packet, no grant operation ([`crate::pool`]).
+    Premapped,
+    /// A bounce buffer granted once and mapped once at connect: the backend copies into it,
+    /// the frontend out of it (two copies per packet, no grant operation; [`crate::pool`]).
+    Static,
 }
 
 impl Mechanism {
     /// Every mechanism, in the order of the docs.
-    pub const ALL: [Mechanism; 3] = [Mechanism::Copy, Mechanism::Map, Mechanism::Persistent];
+    pub const ALL: [Mechanism; 5] = [
+        Mechanism::Copy,
+        Mechanism::Map,
+        Mechanism::Persistent,
+        Mechanism::Premapped,
+        Mechanism::Static,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Mechanism::Copy => "copy",
             Mechanism::Map => "map",
             Mechanism::Persistent => "persistent",
+            Mechanism::Premapped => "premapped",
+            Mechanism::Static => "static",
         }
+    }
+
+    /// Whether the mechanism runs on a pool granted and mapped once ([`crate::pool`]).
+    pub fn is_pool(self) -> bool {
+        matches!(self, Mechanism::Premapped | Mechanism::Static)
     }
 }
 
@@ -134,7 +159,11 @@ impl std::str::FromStr for Mechanism {
         Mechanism::ALL
             .into_iter()
             .find(|m| m.name() == s)
-            .ok_or_else(|| format!("unknown grant mechanism {s:?} (copy, map or persistent)"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown grant mechanism {s:?} (copy, map, persistent, premapped or static)"
+                )
+            })
     }
 }
 
@@ -218,6 +247,14 @@ pub enum Fatal {
     TxGrantRevoked,
     /// `persistent`: the frontend uses more live grants than the table's bound.
     PersistentOverflow,
+    /// `premapped`/`static`: an RX request names a slot outside the pool's RX slots.
+    RxPoolBadSlot,
+    /// `premapped`/`static`: a TX request names a slot outside the pool's TX slots.
+    TxPoolBadSlot,
+    /// `premapped`/`static`: a grant of the pool could not be mapped at connect.
+    PoolMapFailed,
+    /// `premapped`/`static`: the audit found a pool grant entry rewritten while mapped.
+    PoolRevoked,
 }
 
 impl Fatal {
@@ -239,6 +276,10 @@ impl Fatal {
             Fatal::RxGrantRevoked => "rx_grant_revoked",
             Fatal::TxGrantRevoked => "tx_grant_revoked",
             Fatal::PersistentOverflow => "persistent_overflow",
+            Fatal::RxPoolBadSlot => "rx_pool_bad_slot",
+            Fatal::TxPoolBadSlot => "tx_pool_bad_slot",
+            Fatal::PoolMapFailed => "pool_map_failed",
+            Fatal::PoolRevoked => "pool_revoked",
         }
     }
 }
@@ -305,6 +346,26 @@ pub struct VifStats {
     pub persistent_evictions: u64,
     /// `persistent`: grants mapped in the table now.
     pub persistent_mapped: u64,
+    pub rx_pool_bad_slot: u64,
+    pub tx_pool_bad_slot: u64,
+    pub pool_map_failed: u64,
+    pub pool_revoked: u64,
+    /// `premapped`/`static`: pool pages mapped (once per slot per connection).
+    pub pool_maps: u64,
+    /// `premapped`/`static`: pool pages unmapped (at disconnect or failure).
+    pub pool_unmaps: u64,
+    /// `premapped`/`static`: pool pages mapped now.
+    pub pool_mapped: u64,
+    /// `premapped`/`static`: audits of the pool's grant entries.
+    pub pool_audits: u64,
+    /// `premapped`: copies (one per ring slot) between a packet and the frontend's premapped
+    /// packet pages.
+    pub premapped_copies: u64,
+    /// `static`: copies (one per ring slot) between a packet and the static buffer.
+    pub static_copies: u64,
+    /// The frontend asked for a pool mechanism the backend did not offer (or for both): the
+    /// vif was refused at connect (counted by the toolstack, which owns the handshake).
+    pub feature_refused: u64,
 }
 
 impl VifStats {
@@ -326,6 +387,10 @@ impl VifStats {
             Fatal::RxGrantRevoked => &mut self.rx_grant_revoked,
             Fatal::TxGrantRevoked => &mut self.tx_grant_revoked,
             Fatal::PersistentOverflow => &mut self.persistent_overflow,
+            Fatal::RxPoolBadSlot => &mut self.rx_pool_bad_slot,
+            Fatal::TxPoolBadSlot => &mut self.tx_pool_bad_slot,
+            Fatal::PoolMapFailed => &mut self.pool_map_failed,
+            Fatal::PoolRevoked => &mut self.pool_revoked,
         };
         *c += 1;
     }
@@ -514,6 +579,10 @@ pub struct Netback {
     rx_reqs: Vec<RxRequest>,
     mechanism: Mechanism,
     persistent: PersistentTable,
+    /// `premapped`/`static`: the frontend's pool, mapped once ([`Netback::attach_pool`]).
+    pool: Pool,
+    /// Packets since the pool's last audit.
+    since_audit: u64,
     pub stats: VifStats,
 }
 
@@ -570,6 +639,8 @@ impl Netback {
             rx_reqs: Vec::with_capacity(RX_BATCH * 20),
             mechanism: config.mechanism,
             persistent: PersistentTable::new(nr_entries, config.persistent_max),
+            pool: Pool::default(),
+            since_audit: 0,
             stats: VifStats {
                 grant_mechanism: config.mechanism,
                 ..VifStats::default()
@@ -582,10 +653,71 @@ impl Netback {
         self.mechanism
     }
 
-    /// Unmaps every persistent mapping (on disconnect; also done when the vif fails).
+    /// Unmaps every persistent mapping and the pool (on disconnect; also done when the vif
+    /// fails).
     pub fn unmap_all(&mut self) {
         self.persistent.clear(&mut self.stats);
         self.stats.persistent_mapped = 0;
+        self.stats.pool_unmaps += self.pool.clear();
+        self.stats.pool_mapped = 0;
+    }
+
+    /// `premapped`/`static`: maps the frontend's pool once, for the vif's life ([`crate::pool`]).
+    /// A grant that cannot be mapped ends the vif with [`Fatal::PoolMapFailed`]; so does a
+    /// second call, or a call on a vif of another mechanism. Until a pool is attached, every
+    /// request of a pool vif names a slot outside it.
+    pub fn attach_pool(&mut self, spec: PoolSpec) -> Result<(), Fatal> {
+        if let Some(f) = self.fatal {
+            return Err(f);
+        }
+        if !self.mechanism.is_pool() || self.pool.len() > 0 {
+            return Err(self.fail(Fatal::PoolMapFailed));
+        }
+        match Pool::map(&self.hv, self.domid, spec) {
+            Ok(pool) => {
+                self.stats.pool_maps += pool.len() as u64;
+                self.stats.pool_mapped = pool.len() as u64;
+                self.pool = pool;
+                Ok(())
+            }
+            Err((_, mapped)) => {
+                // Those mapped before the failure were unmapped again by the drop.
+                self.stats.pool_maps += mapped;
+                self.stats.pool_unmaps += mapped;
+                Err(self.fail(Fatal::PoolMapFailed))
+            }
+        }
+    }
+
+    /// `premapped`/`static`: checks that every pool grant entry still grants its mapped frame;
+    /// ends the vif with [`Fatal::PoolRevoked`] if one was rewritten (see [`crate::pool`]). Runs
+    /// by itself every [`POOL_AUDIT_EVERY`] packets.
+    pub fn audit_pool(&mut self) -> Result<(), Fatal> {
+        if let Some(f) = self.fatal {
+            return Err(f);
+        }
+        self.since_audit = 0;
+        if self.pool.len() == 0 {
+            return Ok(());
+        }
+        self.stats.pool_audits += 1;
+        if self.pool.audit() {
+            Ok(())
+        } else {
+            Err(self.fail(Fatal::PoolRevoked))
+        }
+    }
+
+    /// Counts `n` packets towards the next pool audit, and runs it when due.
+    fn pool_tick(&mut self, n: usize) -> Result<(), Fatal> {
+        if self.pool.len() == 0 {
+            return Ok(());
+        }
+        self.since_audit += n as u64;
+        if self.since_audit >= POOL_AUDIT_EVERY {
+            self.audit_pool()?;
+        }
+        Ok(())
     }
 
     pub fn domid(&self) -> DomId {
@@ -732,6 +864,7 @@ impl Netback {
                 Err(_) => return Err(self.fail(Fatal::RxRingOverflow)),
             }
         }
+        self.pool_tick(done)?;
         Ok(done)
     }
 
@@ -775,7 +908,7 @@ impl Netback {
         let mut ops: Vec<CopyToGuest<'_>> = Vec::with_capacity(self.rx_reqs.len() + batch.len());
         // For map and persistent: the packet of each op (a mapping never outlives its packet).
         let mut op_pkt: Vec<u32> = Vec::new();
-        let track = self.mechanism != Mechanism::Copy;
+        let track = matches!(self.mechanism, Mechanism::Map | Mechanism::Persistent);
         let mut slot_base = 0usize;
         for (pi, p) in batch.iter().enumerate() {
             let has_extra = p.vnet.gso_kind() != vnet::GSO_NONE;
@@ -805,7 +938,9 @@ impl Netback {
             }
             slot_base += Self::rx_slots_needed(p) as usize;
         }
-        if track {
+        if self.mechanism.is_pool() {
+            self.rx_write_pool(&ops)?;
+        } else if track {
             self.rx_write_mapped(&ops, &op_pkt)?;
         } else {
             self.hv.copy_to_guest(DomId::DRIVER, self.domid, &mut ops);
@@ -919,6 +1054,64 @@ impl Netback {
             }
             i = j;
         }
+        Ok(())
+    }
+
+    /// `premapped`/`static` RX: each op's `gref` is an RX slot of the pool (validated here),
+    /// written with one bounded copy through the pool's mapping.
+    fn rx_write_pool(&mut self, ops: &[CopyToGuest<'_>]) -> Result<(), Fatal> {
+        // Check every slot before writing any: a bad request writes nothing.
+        if ops.iter().any(|op| self.pool.rx_page(op.gref.0).is_none()) {
+            return Err(self.fail(Fatal::RxPoolBadSlot));
+        }
+        for op in ops {
+            let page = self.pool.rx_page(op.gref.0).expect("checked above");
+            let off = usize::from(op.offset);
+            // rx_copy_batch never builds an op that crosses its page; kept as a hard bound.
+            if off + op.src.len() <= PAGE_SIZE {
+                // SAFETY: `page` is a writable mapping of one whole pool page, pinned until the
+                // pool is cleared (which needs `&mut self`, not held here); the range lies in
+                // it (checked); `src` is the backend's own packet memory, a different mapping.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(op.src.as_ptr(), page.add(off), op.src.len())
+                }
+            }
+        }
+        self.count_pool_copies(ops.len());
+        Ok(())
+    }
+
+    fn count_pool_copies(&mut self, n: usize) {
+        if self.mechanism == Mechanism::Static {
+            self.stats.static_copies += n as u64;
+        } else {
+            self.stats.premapped_copies += n as u64;
+        }
+    }
+
+    /// `premapped`/`static` TX: fills `data` from the packet's slots, given as (TX slot,
+    /// offset in its page, start in `data`, length); offsets and lengths were validated
+    /// against the page by the caller.
+    fn tx_read_pool(
+        &mut self,
+        segs: &[(u32, u16, usize, usize)],
+        data: &mut [u8],
+    ) -> Result<(), Fatal> {
+        if segs.iter().any(|s| self.pool.tx_page(s.0).is_none()) {
+            return Err(self.fail(Fatal::TxPoolBadSlot));
+        }
+        for &(slot, off, start, len) in segs {
+            let page = self.pool.tx_page(slot).expect("checked above");
+            let off = usize::from(off);
+            let dst = &mut data[start..start + len];
+            if off + len <= PAGE_SIZE {
+                // SAFETY: `page` maps one whole pool page, pinned while the pool lives; the
+                // range lies in it (checked); `dst` is the backend's own buffer. The guest may
+                // change the bytes meanwhile: they are only copied here, validated afterwards.
+                unsafe { std::ptr::copy_nonoverlapping(page.add(off), dst.as_mut_ptr(), len) }
+            }
+        }
+        self.count_pool_copies(segs.len());
         Ok(())
     }
 
@@ -1044,6 +1237,7 @@ impl Netback {
             self.notify();
             self.stats.tx_notifications += 1;
         }
+        self.pool_tick(done)?;
         Ok(done)
     }
 
@@ -1127,7 +1321,11 @@ impl Netback {
                 segs.push((r.gref, r.offset, at, r.size as usize));
                 at += r.size as usize;
             }
-            self.tx_read_mapped(&segs, &mut data)?;
+            if self.mechanism.is_pool() {
+                self.tx_read_pool(&segs, &mut data)?;
+            } else {
+                self.tx_read_mapped(&segs, &mut data)?;
+            }
         } else if status == NETIF_RSP_OKAY {
             data = vec![0u8; total];
             let mut ops: Vec<CopyFromGuest<'_>> =

@@ -18,7 +18,8 @@ use pvnet_hv::store::{Store, StoreError, XenbusState};
 use pvnet_hv::{DomId, GrantRef};
 use pvnet_netif::keys;
 
-use crate::netback::Features;
+use crate::netback::{Features, Mechanism};
+use crate::pool::PoolSpec;
 
 /// The frontend's directory of guest `dom`'s vif 0.
 pub fn device_path(dom: u16) -> String {
@@ -62,6 +63,12 @@ pub enum HandshakeError {
     WrongEventChannel(u32),
     #[error("frontend did not request rx-copy (page flipping is not offered)")]
     NoRxCopy,
+    #[error("frontend requested {0}, which this backend did not offer")]
+    NotOffered(&'static str),
+    #[error("frontend requested both feature-premapped and feature-static-buffer")]
+    BothPools,
+    #[error("frontend's pool is out of bounds: {0:?} (1 to 256 slots each way)")]
+    BadPool(PoolSpec),
     #[error("store: {0}")]
     Store(#[from] StoreError),
 }
@@ -91,6 +98,74 @@ pub fn probe_with(store: &mut Store, dom: u16, persistent: bool) -> Result<(), S
         &format!("{}/{}", device_path(dom), keys::STATE),
         &watch_token(dom),
     )
+}
+
+/// [`probe`], advertising what the vif's configured grant mechanism needs from the frontend:
+/// `feature-persistent`, `feature-premapped` or `feature-static-buffer` (nothing for `copy`
+/// and `map`).
+pub fn probe_offer(store: &mut Store, dom: u16, mechanism: Mechanism) -> Result<(), StoreError> {
+    let be = backend_path(dom);
+    let key = match mechanism {
+        Mechanism::Premapped => Some(keys::FEATURE_PREMAPPED),
+        Mechanism::Static => Some(keys::FEATURE_STATIC_BUFFER),
+        _ => None,
+    };
+    if let Some(k) = key {
+        store.write(DomId::DRIVER, &format!("{be}/{k}"), "1")?;
+    }
+    probe_with(store, dom, mechanism == Mechanism::Persistent)
+}
+
+/// The pool mechanism the frontend of guest `dom` took, given the one the backend `offered`
+/// (its configured mechanism), and its pool (see [`crate::pool`]): `None` when it took no pool
+/// (the vif then runs `copy` if a pool mechanism was offered). Refuses a frontend that asks for
+/// a pool mechanism that was not offered, for both, or describes a pool out of bounds.
+pub fn read_frontend_pool(
+    store: &Store,
+    dom: u16,
+    offered: Mechanism,
+) -> Result<Option<(Mechanism, PoolSpec)>, HandshakeError> {
+    let dev = device_path(dom);
+    let flag = |k: &str| {
+        store
+            .read(DomId::DRIVER, &format!("{dev}/{k}"))
+            .ok()
+            .flatten()
+            .as_deref()
+            == Some("1")
+    };
+    let premapped = flag(keys::FEATURE_PREMAPPED);
+    let stat = flag(keys::FEATURE_STATIC_BUFFER);
+    let wanted = match (premapped, stat) {
+        (false, false) => return Ok(None),
+        (true, true) => return Err(HandshakeError::BothPools),
+        (true, false) => Mechanism::Premapped,
+        (false, true) => Mechanism::Static,
+    };
+    if wanted != offered {
+        return Err(HandshakeError::NotOffered(if premapped {
+            keys::FEATURE_PREMAPPED
+        } else {
+            keys::FEATURE_STATIC_BUFFER
+        }));
+    }
+    let num = |k: &'static str| -> Result<u32, HandshakeError> {
+        let s = store
+            .read(DomId::DRIVER, &format!("{dev}/{k}"))?
+            .ok_or(HandshakeError::Missing(k))?;
+        s.trim()
+            .parse::<u32>()
+            .map_err(|_| HandshakeError::NotANumber { key: k, value: s })
+    };
+    let spec = PoolSpec {
+        first_ref: num(keys::POOL_REF)?,
+        rx_slots: num(keys::POOL_RX_SLOTS)?,
+        tx_slots: num(keys::POOL_TX_SLOTS)?,
+    };
+    if !spec.valid() {
+        return Err(HandshakeError::BadPool(spec));
+    }
+    Ok(Some((wanted, spec)))
 }
 
 /// The frontend's state, if it wrote a valid one.
@@ -262,6 +337,97 @@ mod tests {
                 "{key}={value:?}"
             );
         }
+    }
+
+    #[test]
+    fn pool_features_are_offered_by_mechanism_and_refused_when_not_offered() {
+        let mut s = Store::new();
+        for (dom, m) in [
+            (1, Mechanism::Copy),
+            (2, Mechanism::Premapped),
+            (3, Mechanism::Static),
+        ] {
+            probe_offer(&mut s, dom, m).unwrap();
+        }
+        let rd = |s: &Store, d: u16, k: &str| {
+            s.read(DomId::DRIVER, &format!("{}/{k}", backend_path(d)))
+                .unwrap()
+        };
+        assert_eq!(rd(&s, 1, keys::FEATURE_PREMAPPED), None);
+        assert_eq!(rd(&s, 1, keys::FEATURE_STATIC_BUFFER), None);
+        assert_eq!(rd(&s, 2, keys::FEATURE_PREMAPPED).as_deref(), Some("1"));
+        assert_eq!(rd(&s, 2, keys::FEATURE_STATIC_BUFFER), None);
+        assert_eq!(rd(&s, 3, keys::FEATURE_STATIC_BUFFER).as_deref(), Some("1"));
+        let pool = [
+            (keys::POOL_REF, "10"),
+            (keys::POOL_RX_SLOTS, "256"),
+            (keys::POOL_TX_SLOTS, "256"),
+        ];
+        for d in 1..=3 {
+            frontend(&mut s, d, &pool);
+        }
+        // A frontend that takes no pool runs without one, whatever was offered.
+        assert_eq!(read_frontend_pool(&s, 2, Mechanism::Premapped), Ok(None));
+        frontend(&mut s, 2, &[(keys::FEATURE_PREMAPPED, "1")]);
+        let spec = PoolSpec {
+            first_ref: 10,
+            rx_slots: 256,
+            tx_slots: 256,
+        };
+        assert_eq!(
+            read_frontend_pool(&s, 2, Mechanism::Premapped),
+            Ok(Some((Mechanism::Premapped, spec)))
+        );
+        // Asked of a backend that offered copy, or static: refused by name.
+        frontend(&mut s, 1, &[(keys::FEATURE_PREMAPPED, "1")]);
+        assert_eq!(
+            read_frontend_pool(&s, 1, Mechanism::Copy),
+            Err(HandshakeError::NotOffered(keys::FEATURE_PREMAPPED))
+        );
+        assert_eq!(
+            read_frontend_pool(&s, 2, Mechanism::Static),
+            Err(HandshakeError::NotOffered(keys::FEATURE_PREMAPPED))
+        );
+        frontend(&mut s, 3, &[(keys::FEATURE_STATIC_BUFFER, "1")]);
+        assert_eq!(
+            read_frontend_pool(&s, 3, Mechanism::Premapped),
+            Err(HandshakeError::NotOffered(keys::FEATURE_STATIC_BUFFER))
+        );
+        assert_eq!(
+            read_frontend_pool(&s, 3, Mechanism::Static)
+                .unwrap()
+                .unwrap()
+                .0,
+            Mechanism::Static
+        );
+        // Both at once.
+        frontend(&mut s, 3, &[(keys::FEATURE_PREMAPPED, "1")]);
+        assert_eq!(
+            read_frontend_pool(&s, 3, Mechanism::Static),
+            Err(HandshakeError::BothPools)
+        );
+        // Pools out of bounds, and keys that are not numbers.
+        for (k, v) in [
+            (keys::POOL_RX_SLOTS, "257"),
+            (keys::POOL_TX_SLOTS, "0"),
+            (keys::POOL_REF, "4294967295"),
+        ] {
+            let mut s2 = Store::new();
+            frontend(&mut s2, 2, &pool);
+            frontend(&mut s2, 2, &[(keys::FEATURE_PREMAPPED, "1"), (k, v)]);
+            assert!(
+                matches!(
+                    read_frontend_pool(&s2, 2, Mechanism::Premapped),
+                    Err(HandshakeError::BadPool(_))
+                ),
+                "{k}={v}"
+            );
+        }
+        frontend(&mut s, 2, &[(keys::POOL_REF, "x")]);
+        assert!(matches!(
+            read_frontend_pool(&s, 2, Mechanism::Premapped),
+            Err(HandshakeError::NotANumber { .. })
+        ));
     }
 
     #[test]

@@ -20,6 +20,21 @@
 //! [`Netfront::reconnect`] sets the rings up afresh for a new backend and [`Netfront::repost`]
 //! posts those frames again, in order, with fresh grants, and refills the RX ring. The xenbus
 //! side of it is [`crate::reconnect`].
+//!
+//! With a pool ([`Netfront::use_pool`], after the backend advertised `feature-premapped` or
+//! `feature-static-buffer`, before anything is posted) every RX buffer and TX page is granted
+//! once, to `RX_BUFS + TX_PAGES` consecutive grant references (the pool the frontend
+//! describes in the store with `pool-ref`, `pool-rx-slots`, `pool-tx-slots`), and ring requests
+//! name slots: RX buffer `i` is RX slot `i`, TX page `j` is TX slot `j` (see
+//! `pvnet_dd::pool`). The backend keeps the pool mapped, and pinned, until the vif
+//! disconnects.
+//!
+//! - [`PoolMode::Premapped`]: the pool is netfront's packet memory: RX packets go to the stack
+//!   straight from their buffers, the stack writes TX frames straight into the pages.
+//! - [`PoolMode::Static`]: the pool is a bounce buffer. Each RX packet is copied out of its
+//!   slots into netfront's own memory before it is checked and handed to the stack; each TX
+//!   frame is read from the stack into netfront's own memory and copied into its slots. The
+//!   pool's pages never reach the stack, and a packet cannot change after netfront took it.
 
 use std::io::{self, IoSliceMut};
 use std::sync::Arc;
@@ -115,6 +130,30 @@ pub struct FrontStats {
     /// leaked rather than reused.
     #[serde(default)]
     pub grants_leaked: u64,
+    /// `static`: copies (one per ring slot) out of the static buffer (RX) and into it (TX).
+    #[serde(default)]
+    pub static_copies: u64,
+}
+
+/// How a pool negotiated with `feature-premapped` or `feature-static-buffer` is used (see the
+/// module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolMode {
+    /// The pool is the frontend's packet memory (one copy per packet, by the backend).
+    Premapped,
+    /// The pool is a bounce buffer (a second copy per packet, by the frontend).
+    Static,
+}
+
+/// The pool a frontend granted ([`Netfront::use_pool`]), as it describes it in the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolGrant {
+    /// `pool-ref`: the first of the consecutive grant references.
+    pub first_ref: u32,
+    /// `pool-rx-slots`.
+    pub rx_slots: u32,
+    /// `pool-tx-slots`.
+    pub tx_slots: u32,
 }
 
 /// A snapshot of a frontend's resources ([`Netfront::resources`]).
@@ -182,6 +221,11 @@ pub struct Netfront {
     tx_frame_seq: u64,
     /// The backend went away ([`Netfront::disconnect`]) and no new one has been connected.
     disconnected: bool,
+    /// The pool in use, if any (then `rx_pgrant`/`tx_pgrant` hold its grants).
+    pool: Option<PoolMode>,
+    /// `static`: netfront's own memory, one page per RX buffer, then one per TX page, that
+    /// packets are copied to (RX) and from (TX). Empty otherwise.
+    bounce: Vec<u8>,
     pub stats: FrontStats,
 }
 
@@ -259,6 +303,8 @@ impl Netfront {
             deferred: Vec::new(),
             tx_frame_seq: 0,
             disconnected: false,
+            pool: None,
+            bounce: Vec::new(),
             stats: FrontStats::default(),
         })
     }
@@ -287,6 +333,82 @@ impl Netfront {
     /// Whether persistent grants are in use.
     pub fn persistent(&self) -> bool {
         self.persistent
+    }
+
+    /// Grants the whole pool once (the frontend's `feature-premapped` or
+    /// `feature-static-buffer` = 1): every RX buffer writable and every TX page read-only, to
+    /// consecutive grant references. Only before the first buffer is posted and without
+    /// persistent grants; `None` when it did not take effect (nothing changed then).
+    pub fn use_pool(&mut self, mode: PoolMode) -> Option<PoolGrant> {
+        let fresh = self.rx_grant.iter().all(Option::is_none)
+            && self.tx_inflight.iter().all(Option::is_none)
+            && !self.persistent
+            && self.pool.is_none();
+        if !fresh {
+            return None;
+        }
+        let n = RX_BUFS + TX_PAGES;
+        let mut refs: Vec<GrantRef> = Vec::with_capacity(n as usize);
+        while refs.len() < n as usize {
+            let Some(r) = self.gnt.alloc() else { break };
+            refs.push(r);
+        }
+        let first = refs.first().map(|r| r.0);
+        let consecutive = refs.len() == n as usize
+            && refs
+                .iter()
+                .enumerate()
+                .all(|(i, r)| Some(r.0) == first.map(|f| f + i as u32));
+        if !consecutive {
+            for r in refs {
+                self.gnt.free(r);
+            }
+            return None;
+        }
+        for (i, &r) in refs.iter().enumerate() {
+            let i = i as u32;
+            if i < RX_BUFS {
+                self.gnt
+                    .grant_access(r, self.backend, self.layout.rx_buf(i), false);
+                self.rx_pgrant[i as usize] = Some(r);
+            } else {
+                let j = i - RX_BUFS;
+                self.gnt
+                    .grant_access(r, self.backend, self.layout.tx_page(j), true);
+                self.tx_pgrant[j as usize] = Some(r);
+            }
+        }
+        if mode == PoolMode::Static {
+            self.bounce = vec![0u8; n as usize * PAGE_SIZE];
+        }
+        self.pool = Some(mode);
+        Some(PoolGrant {
+            first_ref: first.expect("n > 0"),
+            rx_slots: RX_BUFS,
+            tx_slots: TX_PAGES,
+        })
+    }
+
+    /// The pool in use, if any.
+    pub fn pool(&self) -> Option<PoolMode> {
+        self.pool
+    }
+
+    /// Ends access to the pool's grants (teardown, after the backend unmapped the pool): as
+    /// [`Netfront::end_persistent_grants`]; grants the backend still holds are deferred.
+    pub fn end_pool(&mut self) -> usize {
+        self.pool = None;
+        self.end_persistent_grants()
+    }
+
+    /// Whether the buffers stay granted between requests (persistent grants or a pool).
+    fn reuses_grants(&self) -> bool {
+        self.persistent || self.pool.is_some()
+    }
+
+    /// `static`: netfront's own page for TX page `pg`.
+    fn bounce_page(&mut self, pg: u32) -> *mut u8 {
+        self.bounce[(RX_BUFS + pg) as usize * PAGE_SIZE..][..PAGE_SIZE].as_mut_ptr()
     }
 
     /// The persistent grant of RX buffer `id`, if it has one.
@@ -349,7 +471,8 @@ impl Netfront {
             self.rx_slot_id[at] = id as u16;
             self.rx.put_request(&RxRequest {
                 id: id as u16,
-                gref: gref.0,
+                // A pool names its RX slot, which is the buffer's index.
+                gref: if self.pool.is_some() { id } else { gref.0 },
             });
             posted = true;
         }
@@ -367,7 +490,7 @@ impl Netfront {
         let Some(gref) = slot.take() else {
             return false;
         };
-        if self.persistent {
+        if self.reuses_grants() {
             // Stays granted: posted again with the same reference.
             return true;
         }
@@ -474,16 +597,26 @@ impl Netfront {
             return 0;
         }
         let mut flat: Vec<&[u8]> = Vec::with_capacity(self.rx_batch_pieces.len());
+        let bounce = (self.pool == Some(PoolMode::Static)).then_some(self.bounce.as_ptr());
+        let rx0 = self.layout.rx_buf(0).0;
         for &(pfn, off, sz) in &self.rx_batch_pieces {
-            let p = self
-                .mem
-                .page_ptr(pfn)
-                .expect("the page was found when the packet was gathered");
-            // SAFETY: the page belongs to this guest's memory mapping, which outlives `flat`;
-            // its grant was revoked in rx_reclaim, so the backend can no longer write it (hv
-            // checks the grant on every copy), and nothing else in this process touches it
-            // until it is reposted by rx_refill, which runs after this batch is delivered.
-            // off + sz <= 4096 was checked when the packet was gathered.
+            let p = match bounce {
+                // SAFETY: pfn is an RX buffer's page (gathered by deliver_rx), so its index is
+                // below RX_BUFS and its page lies inside `bounce` (RX_BUFS + TX_PAGES pages).
+                Some(b) => unsafe { b.add((pfn.0 - rx0) as usize * PAGE_SIZE) },
+                None => self
+                    .mem
+                    .page_ptr(pfn)
+                    .expect("the page was found when the packet was gathered"),
+            };
+            // SAFETY: the page belongs to this guest's memory mapping (or, under `static`, to
+            // `self.bounce`), which outlives `flat`; unless grants are reused its grant was
+            // revoked in rx_reclaim, so the backend can no longer write it (hv checks the grant
+            // on every copy); under persistent grants and `premapped` the backend is trusted not
+            // to write an answered buffer (module docs); `bounce` is never granted. Nothing
+            // else in this process touches it until it is reposted by rx_refill, which runs
+            // after this batch is delivered. off + sz <= 4096 was checked when the packet was
+            // gathered.
             flat.push(unsafe { std::slice::from_raw_parts(p.add(off as usize), sz as usize) });
         }
         let pkts: Vec<RxPacket<'_>> = self
@@ -522,6 +655,7 @@ impl Netfront {
             return false;
         }
         let mut len = 0usize;
+        let bounce = (self.pool == Some(PoolMode::Static)).then_some(self.bounce.as_mut_ptr());
         for (i, r) in self.rx_slots.iter().enumerate() {
             if r.status < 0 {
                 self.stats.rx_errors += 1;
@@ -533,14 +667,34 @@ impl Netfront {
                 return false;
             }
             let pfn = self.layout.rx_buf(r.id as u32);
-            let Some(p) = self.mem.page_ptr(pfn) else {
+            let Some(mut p) = self.mem.page_ptr(pfn) else {
                 self.stats.rx_bad_response += 1;
                 return false;
             };
-            // SAFETY: the page belongs to this guest's memory mapping, which outlives `pieces`;
-            // its grant was revoked in rx_reclaim, so the backend can no longer write it (hv
-            // checks the grant on every copy) and nothing else in this process touches it until
-            // it is reposted after `deliver` returns. off + sz <= 4096 was checked above.
+            if let Some(base) = bounce {
+                // The second copy: out of the static buffer into netfront's own page, before
+                // anything is checked (the backend may still write the slot afterwards).
+                if r.id as u32 >= RX_BUFS {
+                    self.stats.rx_bad_response += 1;
+                    return false;
+                }
+                // SAFETY: `p` is the RX slot's page in this guest's memory (found above);
+                // `base` is `self.bounce`, RX_BUFS + TX_PAGES pages, and r.id < RX_BUFS
+                // (checked), so `own` is one whole page of it; off + sz <= 4096 (checked
+                // above); the two do not overlap (guest memory against the heap).
+                let own = unsafe { base.add(r.id as usize * PAGE_SIZE) };
+                // SAFETY: see above.
+                unsafe { std::ptr::copy_nonoverlapping(p.add(off), own.add(off), sz) };
+                self.stats.static_copies += 1;
+                p = own;
+            }
+            // SAFETY: the page belongs to this guest's memory mapping (under `static`, to
+            // `self.bounce`), which outlives `pieces`; unless grants are reused its grant was
+            // revoked in rx_reclaim, so the backend can no longer write it (hv checks the grant
+            // on every copy); with persistent grants or `premapped` the backend is trusted not
+            // to write an answered buffer (module docs), and `bounce` is never granted. Nothing
+            // else in this process touches it until it is reposted after `deliver` returns.
+            // off + sz <= 4096 was checked above.
             pieces[i] = unsafe { std::slice::from_raw_parts(p.add(off), sz) };
             len += sz;
         }
@@ -622,7 +776,7 @@ impl Netfront {
                     self.stats.tx_bad_response += 1;
                     continue;
                 };
-                if self.persistent && self.tx_pgrant[inf.page as usize] == Some(inf.gref) {
+                if self.reuses_grants() && self.tx_pgrant[inf.page as usize] == Some(inf.gref) {
                     self.tx_free_pages.push(inf.page);
                 } else if self.gnt.end_access(inf.gref) {
                     self.gnt.free(inf.gref);
@@ -672,18 +826,24 @@ impl Netfront {
         let n_pages = self.tx_free_pages.len();
         let page_at = |free: &[u32], i: usize| free[n_pages - 1 - i];
         let mut hdr = [0u8; VNET_HDR_LEN];
+        let bounce = self.pool == Some(PoolMode::Static);
         let total = {
             let mut iov: Vec<IoSliceMut<'_>> = Vec::with_capacity(TX_MAX_PAGES + 1);
             iov.push(IoSliceMut::new(&mut hdr));
             for i in 0..TX_MAX_PAGES {
                 let pg = page_at(&self.tx_free_pages, i);
-                let p = self
-                    .mem
-                    .page_ptr(self.layout.tx_page(pg))
-                    .expect("tx page in range");
+                let p = if bounce {
+                    self.bounce_page(pg)
+                } else {
+                    self.mem
+                        .page_ptr(self.layout.tx_page(pg))
+                        .expect("tx page in range")
+                };
                 // SAFETY: a free TX page is not granted to anyone (its grant was revoked before
-                // it went back to the free list) and not otherwise referenced in this process;
-                // the slice lives only for this read.
+                // it went back to the free list) or, with reused grants, not named by any
+                // request in flight (the backend reads only what a request names); under
+                // `static` it is a page of `self.bounce`, never granted. It is not otherwise
+                // referenced in this process; the slice lives only for this read.
                 iov.push(IoSliceMut::new(unsafe {
                     std::slice::from_raw_parts_mut(p, PAGE_SIZE)
                 }));
@@ -718,6 +878,19 @@ impl Netfront {
         self.tx_frame_seq += 1;
         for i in 0..used {
             let pg = page_at(&self.tx_free_pages, i);
+            let seg = (len - i * PAGE_SIZE).min(PAGE_SIZE);
+            if bounce {
+                // The second copy: from netfront's own page into the static buffer's slot.
+                let own = self.bounce_page(pg);
+                let slot = self
+                    .mem
+                    .page_ptr(self.layout.tx_page(pg))
+                    .expect("tx page in range");
+                // SAFETY: `own` is a page of `self.bounce` and `slot` the TX page `pg` of this
+                // guest's memory, 4096 bytes each, disjoint; seg <= 4096.
+                unsafe { std::ptr::copy_nonoverlapping(own, slot, seg) };
+                self.stats.static_copies += 1;
+            }
             let id = self.tx_free_ids.pop().expect("room checked");
             let gref = match self.tx_pgrant[pg as usize] {
                 Some(g) => g,
@@ -731,14 +904,14 @@ impl Netfront {
                     gref
                 }
             };
-            let seg = (len - i * PAGE_SIZE).min(PAGE_SIZE);
             let mut flags = if i == 0 { flags0 } else { 0 };
             if i + 1 < used {
                 flags |= NETTXF_MORE_DATA;
             }
             let size = if i == 0 { len } else { seg } as u16;
             let req = TxRequest {
-                gref: gref.0,
+                // A pool names its TX slot, which is the page's index.
+                gref: if self.pool.is_some() { pg } else { gref.0 },
                 offset: 0,
                 flags,
                 id,

@@ -25,7 +25,7 @@ use pvnet_hv::DomId;
 use pvnet_netif::keys;
 use pvnet_testbed::{link, Tap};
 
-use crate::netfront::{Layout, Netfront};
+use crate::netfront::{Layout, Netfront, PoolMode};
 use crate::proto::{BootInfo, FromGuest, ToGuest};
 use crate::reconnect::{Action, Reconnector};
 use crate::tapbatch::TapBatch;
@@ -109,6 +109,30 @@ fn run_booted(
     let mut nf = Netfront::new(mem, layout, DomId::DRIVER, evtchn).context("netfront setup")?;
     // Persistent grants whenever the backend offers them: netfront's buffers are a fixed set.
     let persistent = bf.persistent && nf.use_persistent_grants();
+    // A pool whenever the backend offers one (pvnet_dd::pool): granted once, here.
+    let mode = if bf.premapped {
+        Some((PoolMode::Premapped, keys::FEATURE_PREMAPPED))
+    } else if bf.static_buffer {
+        Some((PoolMode::Static, keys::FEATURE_STATIC_BUFFER))
+    } else {
+        None
+    };
+    let mut pool_key = None;
+    if let Some((mode, key)) = mode {
+        match nf.use_pool(mode) {
+            Some(g) => {
+                for (k, v) in [
+                    (keys::POOL_REF, g.first_ref),
+                    (keys::POOL_RX_SLOTS, g.rx_slots),
+                    (keys::POOL_TX_SLOTS, g.tx_slots),
+                ] {
+                    xs.write(&format!("{dev}/{k}"), &v.to_string())?;
+                }
+                pool_key = Some(key);
+            }
+            None => eprintln!("pvnet guest: cannot grant a pool ({key}): per-request grants"),
+        }
+    }
     publish_and_connect(
         xs,
         &dev,
@@ -116,7 +140,7 @@ fn run_booted(
         nf.tx_ring_ref().0,
         nf.rx_ring_ref().0,
         info.evtchn_port,
-        &front_features(&bf, info.gso, persistent),
+        &front_features(&bf, info.gso, persistent, pool_key),
     )?;
     nf.rx_refill();
     link::set_up(tap.name(), true)?;
@@ -134,13 +158,20 @@ fn run_booted(
 }
 
 /// The frontend's features, for the backend's offer `bf`.
-fn front_features(bf: &BackendFeatures, gso: bool, persistent: bool) -> [(&'static str, bool); 5] {
+fn front_features(
+    bf: &BackendFeatures,
+    gso: bool,
+    persistent: bool,
+    pool_key: Option<&str>,
+) -> [(&'static str, bool); 7] {
     [
         (keys::FEATURE_SG, bf.sg),
         (keys::FEATURE_GSO_TCPV4, bf.gso_tcpv4 && gso),
         (keys::FEATURE_GSO_TCPV6, bf.gso_tcpv6 && gso),
         (keys::FEATURE_RX_NOTIFY, true),
         (keys::FEATURE_PERSISTENT, persistent),
+        (keys::FEATURE_PREMAPPED, pool_key == Some(keys::FEATURE_PREMAPPED)),
+        (keys::FEATURE_STATIC_BUFFER, pool_key == Some(keys::FEATURE_STATIC_BUFFER)),
     ]
 }
 
@@ -187,7 +218,7 @@ fn backend_changed(
                     nf.tx_ring_ref().0,
                     nf.rx_ring_ref().0,
                     front.port,
-                    &front_features(&bf, front.gso, nf.persistent()),
+                    &front_features(&bf, front.gso, nf.persistent(), None),
                 )?;
             }
             Action::Resume => {

@@ -185,6 +185,10 @@ pub struct BackendFeatures {
     pub rx_copy: bool,
     /// `feature-persistent`: the backend keeps mappings of grants a frontend reuses.
     pub persistent: bool,
+    /// `feature-premapped`: the backend maps a frontend's pool of packet pages once.
+    pub premapped: bool,
+    /// `feature-static-buffer`: the backend maps a frontend's static buffer once.
+    pub static_buffer: bool,
 }
 
 /// The frontend's half of the handshake up to "rings published": waits for the backend's
@@ -217,6 +221,8 @@ pub fn read_features(xs: &mut XsClient, backend: &str) -> Result<BackendFeatures
         gso_tcpv6: flag(keys::FEATURE_GSO_TCPV6)?,
         rx_copy: flag(keys::FEATURE_RX_COPY)?,
         persistent: flag(keys::FEATURE_PERSISTENT)?,
+        premapped: flag(keys::FEATURE_PREMAPPED)?,
+        static_buffer: flag(keys::FEATURE_STATIC_BUFFER)?,
     };
     if !f.rx_copy {
         bail!("backend does not offer feature-rx-copy");

@@ -835,6 +835,7 @@ impl Hypervisor {
         Ok(GrantMapping {
             mapping: Some(mapping),
             dom,
+            caller,
             gref,
             frame,
             bits,
@@ -921,6 +922,7 @@ impl Hypervisor {
 pub struct GrantMapping {
     mapping: Option<PageMapping>,
     dom: Arc<Domain>,
+    caller: DomId,
     gref: GrantRef,
     frame: Pfn,
     bits: u16,
@@ -961,6 +963,19 @@ impl GrantMapping {
     /// The guest frame mapped (as read once at map time).
     pub fn frame(&self) -> Pfn {
         self.frame
+    }
+
+    /// Whether the shared entry, read now, still grants the mapped frame to the mapper (with
+    /// write permission if mapped read-write). The mapping stays valid either way — the pin
+    /// lives in the hypervisor's active entry, as in Xen — so this only tells whether the guest
+    /// has since rewritten an entry it could not revoke (a protocol violation a backend may
+    /// look for at leisure, e.g. netback's premapped pool audit).
+    pub fn still_granted(&self) -> bool {
+        let e = self.dom.table.entry(self.gref.0);
+        e.flags & GTF_TYPE_MASK == GTF_PERMIT_ACCESS
+            && e.domid == self.caller.0
+            && e.frame == self.frame.0
+            && !(self.writable() && e.flags & GTF_READONLY != 0)
     }
 }
 

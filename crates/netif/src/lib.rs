@@ -37,6 +37,22 @@ pub mod keys {
     /// Persistent grants (as blkif's): advertised by the backend; written as 1 by a frontend
     /// that keeps reusing a bounded set of grant references for its RX and TX buffers.
     pub const FEATURE_PERSISTENT: &str = "feature-persistent";
+    /// The premapped pool (HP Labs' "skb data pool mapped once"): advertised by a backend that
+    /// offers it; written as 1 by a frontend that grants its whole pool of RX buffers and TX
+    /// pages once, at connect, and names pool slots instead of grant references in its ring
+    /// requests. A pvnet extension (no Xen netif key); see `pvnet_dd::pool`.
+    pub const FEATURE_PREMAPPED: &str = "feature-premapped";
+    /// The static buffer (the Xen roadmap's alternative): as [`FEATURE_PREMAPPED`], but the
+    /// pool is a bounce buffer the frontend copies into (TX) and out of (RX), never its own
+    /// packet memory. A pvnet extension.
+    pub const FEATURE_STATIC_BUFFER: &str = "feature-static-buffer";
+    /// The first of the pool's grant references, which are consecutive: RX slot `i` is
+    /// `pool-ref + i`, TX slot `j` is `pool-ref + pool-rx-slots + j`.
+    pub const POOL_REF: &str = "pool-ref";
+    /// Number of RX slots (pages the backend writes) in the pool.
+    pub const POOL_RX_SLOTS: &str = "pool-rx-slots";
+    /// Number of TX slots (pages the backend reads) in the pool.
+    pub const POOL_TX_SLOTS: &str = "pool-tx-slots";
     pub const MAC: &str = "mac";
     pub const STATE: &str = "state";
     pub const HANDLE: &str = "handle";

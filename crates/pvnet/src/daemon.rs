@@ -23,7 +23,7 @@ use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use pvnet_dd::datapath::{self, vif_port, DataPath, PathConfig, TapPort, PORT_DDSTACK};
-use pvnet_dd::netback::{Config as NetbackConfig, Fatal, Mechanism, Netback, VifStats};
+use pvnet_dd::netback::{Config as NetbackConfig, Fatal, Netback, VifStats};
 use pvnet_dd::nf::Filter;
 use pvnet_dd::packet::Packet;
 use pvnet_dd::switch;
@@ -619,7 +619,7 @@ impl Daemon {
         w(st, format!("{be}/{}", keys::FRONTEND_ID), &dom.to_string())?;
         w(st, format!("{be}/{}", keys::HANDLE), "0")?;
         w(st, format!("{be}/{}", keys::MAC), &format_mac(&mac))?;
-        xenbus::probe_with(st, dom, self.cfg.grant == Mechanism::Persistent)?;
+        xenbus::probe_offer(st, dom, self.cfg.grant)?;
         Ok(())
     }
 
@@ -1170,6 +1170,12 @@ impl Daemon {
         if !self.hvms.is_empty() {
             bail!("this run has HVM guests, whose device models are not restarted: restart-dd needs a run without --hvm");
         }
+        if self.cfg.grant.is_pool() {
+            bail!(
+                "this run's guests use a {} pool, whose reconnection is not built: restart-dd needs --grant copy, map or persistent",
+                self.cfg.grant.name()
+            );
+        }
         if (self.vifs.values())
             .any(|v| matches!(v.state, VifState::Restarting | VifState::Reconnecting))
         {
@@ -1272,7 +1278,29 @@ impl Daemon {
     /// puts the vif on the data path.
     fn connect_vif(&mut self, dom: u16) -> Result<()> {
         let fe = xenbus::read_frontend(&self.store, dom, VIF_PORT)?;
+        // premapped / static: what the frontend took of what was offered (pvnet_dd::pool).
+        let pool = match xenbus::read_frontend_pool(&self.store, dom, self.cfg.grant) {
+            Ok(p) => p,
+            Err(e) => {
+                if matches!(
+                    e,
+                    xenbus::HandshakeError::NotOffered(_) | xenbus::HandshakeError::BothPools
+                ) {
+                    self.vifs.get_mut(&dom).expect("vif").stats.feature_refused += 1;
+                }
+                bail!("refused: {e}");
+            }
+        };
         let v = self.vifs.get_mut(&dom).expect("vif");
+        let config = match pool {
+            Some((m, _)) => NetbackConfig {
+                mechanism: m,
+                ..NetbackConfig::default()
+            },
+            // A pool mechanism the frontend did not take: per-request grant copy.
+            None if self.cfg.grant.is_pool() => NetbackConfig::default(),
+            None => NetbackConfig::negotiated(self.cfg.grant, fe.persistent),
+        };
         let evt = v
             .evtchn_back
             .take()
@@ -1284,11 +1312,18 @@ impl Daemon {
             fe.rx_ring_ref,
             evt,
             fe.features,
-            NetbackConfig::negotiated(self.cfg.grant, fe.persistent),
+            config,
         ) {
             Ok(nb) => nb,
             Err(st) => bail!("mapping the frontend's rings failed: {st:?}"),
         };
+        if let Some((_, spec)) = pool {
+            if let Err(f) = nb.attach_pool(spec) {
+                v.stats = nb.stats.clone();
+                v.fatal = Some(f);
+                bail!("mapping the frontend's pool {spec:?} failed: {}", f.name());
+            }
+        }
         nb.set_mtu(self.cfg.mtu as usize);
         self.ep
             .add(nb.evtchn().wait_fd(), Token::Evtchn(dom).event())?;

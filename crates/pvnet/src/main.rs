@@ -94,8 +94,11 @@ enum Cmd {
         #[arg(long)]
         rules: Option<std::path::PathBuf>,
         /// How netback moves packet bytes to and from guest memory: `copy` (batched grant
-        /// copy), `map` (map each granted page per packet) or `persistent` (keep the
-        /// mappings of the grants a frontend reuses; negotiated as `feature-persistent`).
+        /// copy), `map` (map each granted page per packet), `persistent` (keep the
+        /// mappings of the grants a frontend reuses; negotiated as `feature-persistent`),
+        /// `premapped` (the guest's packet pool granted and mapped once at connect; one copy
+        /// per packet; `feature-premapped`) or `static` (a buffer granted and mapped once;
+        /// the guest copies out of and into it; `feature-static-buffer`).
         #[arg(long, default_value = "copy")]
         grant: pvnet_dd::netback::Mechanism,
         #[command(flatten)]

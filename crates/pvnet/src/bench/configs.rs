@@ -40,7 +40,7 @@ pub const CONFIGS: [(&str, &str); 8] = [
 /// Named configurations outside the default set: the floor of this emulation, and the
 /// switching alternatives (`--configs linux,xen,relay,route,...`). Not in the default run,
 /// which must stay under 5 minutes.
-pub const EXTRA: [(&str, &str); 9] = [
+pub const EXTRA: [(&str, &str); 11] = [
     (
         "hvm",
         "an HVM guest on the emulated NE2000: every port access an ioreq round trip to its device model (Zhang, Li and Guan's original path)",
@@ -60,6 +60,14 @@ pub const EXTRA: [(&str, &str); 9] = [
     (
         "persistent",
         "the PV path with persistent grants: netback keeps its mappings of the guest's buffers",
+    ),
+    (
+        "premapped",
+        "the PV path with the guest's packet pool granted and mapped once at connect: one copy per packet, no grant operation (the seed's bound)",
+    ),
+    (
+        "static",
+        "the PV path with a static buffer granted and mapped once at connect: the backend copies into it, the guest out of it (two copies, no grant operation)",
     ),
     (
         "relay",
@@ -191,12 +199,14 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
     let grant = match config {
         "map" => Mechanism::Map,
         "persistent" => Mechanism::Persistent,
+        "premapped" => Mechanism::Premapped,
+        "static" => Mechanism::Static,
         _ => Mechanism::Copy,
     };
     let (mode, lro, bo, gro) = match config {
         "linux" => (Mode::Linux, None, false, false),
         "linux-gro" => (Mode::Linux, None, false, true),
-        "xen" | "map" | "persistent" => (Mode::Xen, None, false, false),
+        "xen" | "map" | "persistent" | "premapped" | "static" => (Mode::Xen, None, false, false),
         "lro" => (Mode::Xen, lro("poll")?, false, false),
         "bo" => (Mode::Xen, lro("poll")?, true, false),
         "da" => (Mode::Xen, lro("every:2")?, false, false),
@@ -372,6 +382,14 @@ mod tests {
         assert!(is_pv("map") && !has_lro("persistent"));
         assert!(!all().iter().any(|c| c == "map" || c == "persistent"));
         assert!(set_request("persistent").is_err() && set_request("map").is_err());
+        assert_eq!(
+            daemon_config("premapped").unwrap().grant,
+            Mechanism::Premapped
+        );
+        assert_eq!(daemon_config("static").unwrap().grant, Mechanism::Static);
+        assert_eq!(daemon_config("static@tx").unwrap().grant, Mechanism::Static);
+        assert!(is_pv("premapped") && is_pv("static") && !has_lro("static"));
+        assert!(set_request("premapped").is_err() && set_request("static").is_err());
     }
 
     #[test]
