@@ -334,6 +334,13 @@ enum PerfCmd {
         #[arg(long)]
         stepped: bool,
     },
+    /// Burn the CPU it runs on (a busy loop) until killed or --duration passes: the CPU-hungry
+    /// neighbour of `pvnet bench --scenario neighbour`.
+    Burn {
+        /// Seconds (until killed if absent).
+        #[arg(long)]
+        duration: Option<f64>,
+    },
     /// Fixed-size UDP datagrams, each verified by the receiver; prints the sender's counts and
     /// the receiver's report as JSON; fails if any datagram arrived corrupt (loss is reported).
     UdpStream {
@@ -875,6 +882,23 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             let r = rr::rr_client(resolve(&to, port)?, &opts)?;
             println!("{}", serde_json::to_string(&r)?);
             Ok(())
+        }
+        PerfCmd::Burn { duration } => {
+            let end = match duration {
+                Some(d) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be positive"),
+                d => d.map(|d| std::time::Instant::now() + Duration::from_secs_f64(d)),
+            };
+            let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+            loop {
+                // A million rounds of a multiply-xorshift between clock reads: pure CPU work
+                // the optimizer cannot drop (black_box).
+                for _ in 0..1_000_000 {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005) ^ (x >> 29));
+                }
+                if end.is_some_and(|e| std::time::Instant::now() >= e) {
+                    return Ok(());
+                }
+            }
         }
         PerfCmd::UdpStream {
             to,
