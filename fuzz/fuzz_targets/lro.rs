@@ -117,6 +117,7 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
         mode: mode0,
         policy: policy0,
         max_flows,
+        max_flows_per_dst: max_flows,
         ticks_per_us: 1,
     });
     let mut now = 0u64;

@@ -129,7 +129,7 @@ proptest! {
         max_flows in 1usize..5,
         chains in proptest::array::uniform2(0u8..3),
     ) {
-        let mut lro = Lro::new(Config { mode, policy, max_flows, ticks_per_us: 1 });
+        let mut lro = Lro::new(Config { mode, policy, max_flows, max_flows_per_dst: max_flows, ticks_per_us: 1 });
         let mut tx = senders(mss, chains);
         let mut now = 0u64;
         let mut out = Vec::new();

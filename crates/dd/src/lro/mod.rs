@@ -98,6 +98,9 @@ pub const HOLD_LIMIT_US: u32 = 1000;
 pub const IDLE_FLUSH_US: u32 = 200;
 /// Most segments in one aggregate (a full 64 KiB aggregate of 1448-byte segments has 46).
 pub const MAX_SEGS: usize = 64;
+/// Default [`Config::max_flows_per_dst`]: half the default table, so one guest never holds
+/// more than half of it.
+pub const MAX_FLOWS_PER_DST: usize = 16;
 /// Adaptive policy: a flow streams when it comes back within this (µs) across polls.
 pub const STREAM_GAP_US: u32 = 50;
 
@@ -223,17 +226,24 @@ pub struct Config {
     pub policy: Policy,
     /// Flows tracked at once (held aggregates and adaptive history); at least 1.
     pub max_flows: usize,
+    /// Most aggregates held at once for one destination MAC address, i.e. one guest (its
+    /// cap in the shared table; at least 1). A segment that would open one more for a
+    /// destination at its cap passes on unaggregated (counted: `guest_flow_cap`), so one
+    /// guest's many flows never evict another guest's aggregates out of the table.
+    pub max_flows_per_dst: usize,
     /// Clock rate of `now` (the daemon passes the TSC); at least 1.
     pub ticks_per_us: u64,
 }
 
 impl Default for Config {
-    /// [`Mode::default`] (skb), `poll`, 32 flows, `now` in nanoseconds.
+    /// [`Mode::default`] (skb), `poll`, 32 flows, at most [`MAX_FLOWS_PER_DST`] of them
+    /// held for one destination, `now` in nanoseconds.
     fn default() -> Config {
         Config {
             mode: Mode::default(),
             policy: Policy::Poll,
             max_flows: 32,
+            max_flows_per_dst: MAX_FLOWS_PER_DST,
             ticks_per_us: 1000,
         }
     }
@@ -332,6 +342,7 @@ pub struct Lro {
 impl Lro {
     pub fn new(mut cfg: Config) -> Lro {
         cfg.max_flows = cfg.max_flows.max(1);
+        cfg.max_flows_per_dst = cfg.max_flows_per_dst.max(1);
         cfg.ticks_per_us = cfg.ticks_per_us.max(1);
         Lro {
             t: Ticks::new(&cfg),
@@ -436,6 +447,14 @@ impl Lro {
         } else {
             None
         };
+        if end.is_none() && self.held_for(&frame[..6]) >= self.cfg.max_flows_per_dst {
+            // Its guest holds its cap of aggregates: this segment passes on as it came (its
+            // flow holds nothing, so the flow's order is kept).
+            self.c.guest_flow_cap += 1;
+            self.c.passthrough += 1;
+            out.push(Packet::linear(vnet, frame));
+            return;
+        }
         let agg = Agg::start(frame, vnet, &meta, sw, now);
         if let Some(r) = end {
             // A lone PSH or FIN segment leaves at once (`tcp_gro_receive` flushes it; it is
@@ -534,6 +553,14 @@ impl Lro {
     }
 
     // ------------------------------------------------------------------------------ internals
+
+    /// Aggregates held now for destination MAC `dst`.
+    fn held_for(&self, dst: &[u8]) -> usize {
+        (self.flows.iter())
+            .filter_map(|f| f.held.as_ref())
+            .filter(|a| &a.macs()[..6] == dst)
+            .count()
+    }
 
     fn find(&self, key: &FlowKey) -> Option<usize> {
         self.flows.iter().position(|f| same_flow(&f.key, key))
