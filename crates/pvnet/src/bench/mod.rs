@@ -28,6 +28,7 @@ mod progress;
 mod report;
 mod run;
 mod scenario;
+mod soak;
 mod summary;
 mod testbed;
 
@@ -39,6 +40,7 @@ use anyhow::{bail, Context, Result};
 use measure::{Sample, Tool};
 use progress::Progress;
 use run::{Params, Run, SweepInfo};
+pub use soak::{run as soak, SoakArgs};
 
 /// Bytes per send call of the stream sender. Large sends keep the sender cheap per byte, so the
 /// receiving side, not the sender, limits the stream (`report.md` says which side did).

@@ -434,3 +434,46 @@ pub fn guests(path: &Path, lines: &[(String, Vec<(f64, &ConfigSummary)>)]) -> Re
     root.present().map_err(err)?;
     Ok(())
 }
+
+/// `soak.svg`: the daemon's RSS (top) and open descriptors (bottom) against time.
+pub fn soak(path: &Path, samples: &[super::soak::SoakSample]) -> Result<()> {
+    let root = SVGBackend::new(path, (760, 640)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let panels = root.split_evenly((2, 1));
+    let x1 = samples.iter().map(|s| s.t_s / 60.0).fold(1.0, f64::max);
+    let series: [(&str, &str, fn(&super::soak::SoakSample) -> f64); 2] = [
+        ("Driver domain daemon: resident memory", "MiB", |s| {
+            s.rss_kib as f64 / 1024.0
+        }),
+        (
+            "Driver domain daemon: open descriptors",
+            "descriptors",
+            |s| s.fds as f64,
+        ),
+    ];
+    for (area, (title, unit, get)) in panels.iter().zip(series) {
+        let ymax = top(samples.iter().map(get));
+        let mut ch = ChartBuilder::on(area)
+            .caption(title, (FONT, 17))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..x1, 0.0..ymax)
+            .map_err(err)?;
+        ch.configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .y_label_formatter(&|v| axis_number(*v))
+            .x_desc("minutes")
+            .y_desc(unit)
+            .label_style((FONT, 13))
+            .draw()
+            .map_err(err)?;
+        let pts: Vec<(f64, f64)> = samples.iter().map(|s| (s.t_s / 60.0, get(s))).collect();
+        ch.draw_series(LineSeries::new(pts.clone(), PV.stroke_width(2)))
+            .map_err(err)?;
+        ch.draw_series(pts.iter().map(|&p| Circle::new(p, 3, PV.filled())))
+            .map_err(err)?;
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}
