@@ -228,8 +228,9 @@ pub struct Config {
     pub max_flows: usize,
     /// Most aggregates held at once for one destination MAC address, i.e. one guest (its
     /// cap in the shared table; at least 1). A segment that would open one more for a
-    /// destination at its cap passes on unaggregated (counted: `guest_flow_cap`), so one
-    /// guest's many flows never evict another guest's aggregates out of the table.
+    /// destination at its cap first flushes that destination's oldest aggregate (counted:
+    /// `guest_flow_cap`, and as an eviction), so one guest's many flows never push another
+    /// guest's aggregates out of the table while the table has room for both.
     pub max_flows_per_dst: usize,
     /// Clock rate of `now` (the daemon passes the TSC); at least 1.
     pub ticks_per_us: u64,
@@ -447,14 +448,8 @@ impl Lro {
         } else {
             None
         };
-        if end.is_none() && self.held_for(&frame[..6]) >= self.cfg.max_flows_per_dst {
-            // Its guest holds its cap of aggregates: this segment passes on as it came (its
-            // flow holds nothing, so the flow's order is kept).
-            self.c.guest_flow_cap += 1;
-            self.c.passthrough += 1;
-            out.push(Packet::linear(vnet, frame));
-            return;
-        }
+        let mut dst = [0u8; 6];
+        dst.copy_from_slice(&frame[..6]);
         let agg = Agg::start(frame, vnet, &meta, sw, now);
         if let Some(r) = end {
             // A lone PSH or FIN segment leaves at once (`tcp_gro_receive` flushes it; it is
@@ -466,6 +461,14 @@ impl Lro {
             }
             self.c.count(r);
             return self.emit(agg, now, out);
+        }
+        if let Some(j) = self.oldest_if_capped(&dst) {
+            // Its guest holds its cap of aggregates: its own oldest leaves to make room, as
+            // the table's oldest does when the table is full (Linux GRO flushes the oldest of
+            // a full bucket); no other guest's aggregate is touched.
+            self.c.guest_flow_cap += 1;
+            self.c.evictions += 1;
+            self.flush_flow_for(Reason::Eviction, j, now, out);
         }
         let i = match idx {
             Some(i) => i,
@@ -554,12 +557,17 @@ impl Lro {
 
     // ------------------------------------------------------------------------------ internals
 
-    /// Aggregates held now for destination MAC `dst`.
-    fn held_for(&self, dst: &[u8]) -> usize {
-        (self.flows.iter())
-            .filter_map(|f| f.held.as_ref())
-            .filter(|a| &a.macs()[..6] == dst)
-            .count()
+    /// When destination `dst` (a guest) holds its cap of aggregates, the entry of its oldest.
+    fn oldest_if_capped(&self, dst: &[u8; 6]) -> Option<usize> {
+        let mine = || {
+            (self.flows.iter().enumerate())
+                .filter_map(|(i, f)| f.held.as_ref().map(|a| (i, a)))
+                .filter(|(_, a)| a.macs()[..6] == dst[..])
+        };
+        if mine().count() < self.cfg.max_flows_per_dst {
+            return None;
+        }
+        mine().min_by_key(|(_, a)| a.first_at).map(|(i, _)| i)
     }
 
     fn find(&self, key: &FlowKey) -> Option<usize> {

@@ -22,8 +22,8 @@ pub struct LroStats {
     pub lro_rate: f64,
     /// Aggregates flushed to make room for a new flow.
     pub evictions: u64,
-    /// Segments passed on unaggregated because their destination (guest) already held its
-    /// cap of aggregates ([`super::Config::max_flows_per_dst`]).
+    /// Evictions (counted in `evictions` too) of a guest's oldest aggregate because that
+    /// guest (destination MAC) held its cap ([`super::Config::max_flows_per_dst`]).
     pub guest_flow_cap: u64,
     /// Aggregates held now.
     pub flows: usize,
