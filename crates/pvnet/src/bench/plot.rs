@@ -441,7 +441,8 @@ pub fn soak(path: &Path, samples: &[super::soak::SoakSample]) -> Result<()> {
     root.fill(&WHITE).map_err(err)?;
     let panels = root.split_evenly((2, 1));
     let x1 = samples.iter().map(|s| s.t_s / 60.0).fold(1.0, f64::max);
-    let series: [(&str, &str, fn(&super::soak::SoakSample) -> f64); 2] = [
+    type Get = fn(&super::soak::SoakSample) -> f64;
+    let series: [(&str, &str, Get); 2] = [
         ("Driver domain daemon: resident memory", "MiB", |s| {
             s.rss_kib as f64 / 1024.0
         }),
