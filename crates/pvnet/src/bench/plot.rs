@@ -478,3 +478,51 @@ pub fn soak(path: &Path, samples: &[super::soak::SoakSample]) -> Result<()> {
     root.present().map_err(err)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::measure::Sample;
+    use super::super::summary::summarize;
+    use super::*;
+
+    #[test]
+    fn guest_lines_group_configurations_by_base_in_guest_order() {
+        let configs: Vec<String> = [
+            "xen/g4",
+            "xen",
+            "adaptive/g2",
+            "xen/g2",
+            "da@tx/g2",
+            "da@tx",
+        ]
+        .map(String::from)
+        .to_vec();
+        let samples: Vec<Sample> = (configs.iter().enumerate())
+            .map(|(i, c)| Sample {
+                config: c.clone(),
+                rep: 1,
+                throughput_mbps: 100.0 * (i + 1) as f64,
+                jain: c.contains("/g").then_some(0.9),
+                ..Sample::default()
+            })
+            .collect();
+        let cs = summarize(&configs, &samples);
+        let lines = guest_lines(&cs);
+        let got: Vec<(&str, Vec<f64>)> = (lines.iter())
+            .map(|(b, p)| (b.as_str(), p.iter().map(|(x, _)| *x).collect()))
+            .collect();
+        // adaptive ran at one count only: no line.
+        assert_eq!(
+            got,
+            [("xen", vec![1.0, 2.0, 4.0]), ("da@tx", vec![1.0, 2.0])]
+        );
+        assert_eq!(lines[0].1[2].1.name, "xen/g4");
+        let dir = std::env::temp_dir().join(format!("pvnet-guests-svg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("guests.svg");
+        guests(&p, &lines).unwrap();
+        let svg = std::fs::read_to_string(&p).unwrap();
+        assert!(svg.contains("Jain") && svg.contains("da@tx"), "{svg}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
