@@ -648,6 +648,12 @@ impl Netback {
         self.rxq_bytes
     }
 
+    /// Whether the queue can take `packets` more packets of `bytes` in all without reaching
+    /// either cap (the port's back-pressure asks this before a poll).
+    pub fn rx_queue_can_take(&self, packets: usize, bytes: usize) -> bool {
+        self.rxq.len() + packets <= self.rxq_limit && self.rxq_bytes + bytes <= self.rxq_bytes_limit
+    }
+
     /// Sets the memory cap ([`Config::rx_queue_bytes`]); never below one largest packet.
     pub fn set_rx_queue_bytes(&mut self, n: usize) {
         self.rxq_bytes_limit = n.max(MAX_PACKET);
