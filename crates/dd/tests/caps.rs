@@ -91,7 +91,10 @@ fn a_guest_is_held_at_its_memory_cap() {
     // 1000-byte packets: the packet cap (1024) is far away, the memory cap is not.
     let fit = cap / 1000;
     assert!(nb.rx_queue_can_take(fit, fit * 1000));
-    assert!(!nb.rx_queue_can_take(1, cap + 1), "the port's gate sees the memory cap");
+    assert!(
+        !nb.rx_queue_can_take(1, cap + 1),
+        "the port's gate sees the memory cap"
+    );
     assert!(!nb.rx_queue_can_take(RX_QUEUE_LIMIT + 1, 0));
     for i in 0..2000u32 {
         let queued = nb.rx_enqueue(frame(1000, i));
