@@ -201,7 +201,7 @@ impl ScenarioRun {
     }
 
     /// The median over `c`'s repetitions of `f` (repetitions where it is None left out).
-    pub fn med(&self, c: &str, f: &dyn Fn(&ScenarioSample) -> Option<f64>) -> Option<f64> {
+    pub fn med(&self, c: &str, f: Fig) -> Option<f64> {
         let v: Vec<f64> = self.of(c).filter_map(f).collect();
         median(&v)
     }
@@ -554,22 +554,19 @@ fn fmt(x: Option<f64>, decimals: usize) -> String {
     }
 }
 
+/// One figure of a repetition (None where it does not apply or the leg failed).
+type Fig<'a> = &'a dyn Fn(&ScenarioSample) -> Option<f64>;
+
 /// The scenario's table: rows = figures, columns = configurations (flush policies).
 pub fn table(run: &ScenarioRun) -> Table {
     let cols = &run.configs;
-    let row = |label: &str,
-               f: &dyn Fn(&ScenarioSample) -> Option<f64>,
-               d: usize|
-     -> (String, Vec<String>) {
+    let row = |label: &str, f: Fig, d: usize| -> (String, Vec<String>) {
         (
             label.to_string(),
             cols.iter().map(|c| fmt(run.med(c, f), d)).collect(),
         )
     };
-    let change = |label: &str,
-                  a: &dyn Fn(&ScenarioSample) -> Option<f64>,
-                  b: &dyn Fn(&ScenarioSample) -> Option<f64>|
-     -> (String, Vec<String>) {
+    let change = |label: &str, a: Fig, b: Fig| -> (String, Vec<String>) {
         (
             label.to_string(),
             cols.iter()
@@ -577,9 +574,7 @@ pub fn table(run: &ScenarioRun) -> Table {
                 .collect(),
         )
     };
-    let vs_xen = |label: &str,
-                  f: &dyn Fn(&ScenarioSample) -> Option<f64>|
-     -> Option<(String, Vec<String>)> {
+    let vs_xen = |label: &str, f: Fig| -> Option<(String, Vec<String>)> {
         let xen = cols.iter().find(|c| *c == "xen")?;
         let base = run.med(xen, f);
         Some((
