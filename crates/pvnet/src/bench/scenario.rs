@@ -700,7 +700,10 @@ pub fn markdown(run: &ScenarioRun, table: &Table) -> String {
         run.wall_seconds,
         run.loadavg_start,
         run.loadavg_end,
-        run.configs.join(", "),
+        (run.configs.iter())
+            .map(|c| format!("`{c}` ({})", configs::describe(c)))
+            .collect::<Vec<_>>()
+            .join(", "),
         p.reps
     );
     s.push_str(&match p.scenario {
