@@ -710,6 +710,7 @@ fn print_stat(v: &serde_json::Value) {
     flat("grant", &v["grant"]);
     flat("bridge", &v["bridge"]);
     flat("settings", &v["settings"]);
+    flat("limits", &v["limits"]);
     if v["lro"].is_object() {
         flat("lro", &v["lro"]);
         flat("  flush", &v["lro"]["flush"]);
