@@ -1,8 +1,9 @@
 //! Per-guest resource caps (issue 22): a guest that pushes past each cap is held at it, the cap
 //! has a named counter that moves by exactly the refused amount, and what was admitted is
-//! delivered (byte for byte where the test compares bytes). The caps: queued packets (`rx_queue_full`), queued bytes — the guest's
-//! memory in the driver domain (`rx_queue_memory_full`), data-page mappings
-//! (`persistent_overflow`), aggregates held in the shared LRO table (`guest_flow_cap`).
+//! delivered (byte for byte where the test compares bytes). The caps: queued packets
+//! (`rx_queue_full`), queued bytes — the guest's memory in the driver domain
+//! (`rx_queue_memory_full`), data-page mappings (`persistent_overflow`), aggregates held in the
+//! shared LRO table (`guest_flow_cap`).
 
 mod lro_common;
 mod ring_common;
