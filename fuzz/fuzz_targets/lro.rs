@@ -117,6 +117,9 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
         mode: mode0,
         policy: policy0,
         max_flows,
+        // Below the table's size from two flows on, so a destination at its cap (all four of
+        // the flows share one destination MAC) evicts its own oldest: that path is fuzzed too.
+        max_flows_per_dst: (max_flows - 1).max(1),
         ticks_per_us: 1,
     });
     let mut now = 0u64;

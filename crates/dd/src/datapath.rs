@@ -33,7 +33,7 @@ use crate::bridge::{BridgeConfig, Decision, PortId};
 use crate::capture::{CaptureSummary, Captures, Dir};
 use crate::gate::{Gate, GuestLoad, PortGate};
 use crate::lro::{self, Lro, LroStats};
-use crate::netback::{Fatal, Netback, VifStats, RX_QUEUE_LIMIT};
+use crate::netback::{Fatal, Netback, VifStats};
 use crate::packet::{Chain, Packet};
 use crate::route::RouteError;
 use crate::switch::{Switch, SwitchStats};
@@ -690,12 +690,15 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     }
 
     /// Whether the port must wait for a guest whose queue cannot take another poll's worth
-    /// of frames (see [`crate::gate`] for how long).
+    /// of frames, by its packet cap or its memory cap (see [`crate::gate`] for how long).
     fn must_wait(&mut self) -> bool {
         let budget = self.cfg.budget;
         let loads = self.vifs.iter().map(|(&dom, v)| GuestLoad {
             dom,
-            full: v.netback.rx_queued() + budget > RX_QUEUE_LIMIT,
+            // A poll hands a guest at most `budget` frames of at most its MTU each.
+            full: !v
+                .netback
+                .rx_queue_can_take(budget, budget * v.netback.max_frame()),
             taken: v.netback.stats.rx_packets,
         });
         match self.gate.check(self.now, loads) {

@@ -90,8 +90,13 @@ pub const FRAME_OVERHEAD: usize = 18;
 /// Largest non-GSO frame accepted from a guest by default (MTU 1500 + Ethernet + VLAN tag);
 /// [`Netback::set_mtu`] changes it.
 pub const MAX_NON_GSO_FRAME: usize = 1500 + FRAME_OVERHEAD;
-/// Default bound of the queue of packets waiting for RX requests.
+/// Default bound of the queue of packets waiting for RX requests: a guest's cap on queued
+/// packets (drops beyond it: `rx_queue_full`).
 pub const RX_QUEUE_LIMIT: usize = 1024;
+/// Default bound of the bytes of packet data queued for one guest: its memory cap in the
+/// driver domain (drops beyond it: `rx_queue_memory_full`). 16 MiB holds 256 full 64 KiB
+/// aggregates, more than ten RX rings' worth.
+pub const RX_QUEUE_BYTES: usize = 16 << 20;
 /// Packets handled per RX batch (one grant-copy call).
 const RX_BATCH: usize = 64;
 /// Bytes of a TX packet's first slot that the `map` mechanism grant-copies rather than maps:
@@ -172,8 +177,11 @@ impl std::str::FromStr for Mechanism {
 pub struct Config {
     /// The grant mechanism the vif runs (after negotiation: [`Config::negotiated`]).
     pub mechanism: Mechanism,
-    /// Most grants the persistent table holds.
+    /// Most grants the persistent table holds: the guest's cap on data-page mappings (a
+    /// frontend that needs more fails with `persistent_overflow`).
     pub persistent_max: usize,
+    /// Most bytes of packet data queued for the guest ([`RX_QUEUE_BYTES`]).
+    pub rx_queue_bytes: usize,
 }
 
 impl Default for Config {
@@ -181,6 +189,7 @@ impl Default for Config {
         Config {
             mechanism: Mechanism::Copy,
             persistent_max: PERSISTENT_MAX,
+            rx_queue_bytes: RX_QUEUE_BYTES,
         }
     }
 }
@@ -296,6 +305,9 @@ pub struct VifStats {
     pub rx_copy_batches: u64,
     /// Dropped: the RX queue was full (the guest did not post buffers fast enough).
     pub rx_queue_full: u64,
+    /// Dropped: the bytes queued for the guest reached its memory cap
+    /// ([`Config::rx_queue_bytes`]).
+    pub rx_queue_memory_full: u64,
     /// Dropped: multi-slot packet for a frontend without feature-sg.
     pub rx_no_sg: u64,
     /// GSO packets of a type the frontend did not advertise, cut back into wire segments.
@@ -571,6 +583,9 @@ pub struct Netback {
     rx: BackRing<RxRing, GrantMapping>,
     rxq: VecDeque<Packet>,
     rxq_limit: usize,
+    /// Bytes of the packets in `rxq`, and their bound.
+    rxq_bytes: usize,
+    rxq_bytes_limit: usize,
     /// Largest non-GSO frame taken from the guest; longer ones are refused (`tx_oversize`).
     max_frame: usize,
     tx_partial: TxPartial,
@@ -633,6 +648,8 @@ impl Netback {
             rx: BackRing::attach(rxm),
             rxq: VecDeque::new(),
             rxq_limit: RX_QUEUE_LIMIT,
+            rxq_bytes: 0,
+            rxq_bytes_limit: config.rx_queue_bytes.max(MAX_PACKET),
             max_frame: MAX_NON_GSO_FRAME,
             tx_partial: TxPartial::default(),
             fatal: None,
@@ -766,6 +783,22 @@ impl Netback {
         self.rxq.len()
     }
 
+    /// Bytes of packet data waiting for RX requests (at most the memory cap).
+    pub fn rx_queued_bytes(&self) -> usize {
+        self.rxq_bytes
+    }
+
+    /// Whether the queue can take `packets` more packets of `bytes` in all without reaching
+    /// either cap (the port's back-pressure asks this before a poll).
+    pub fn rx_queue_can_take(&self, packets: usize, bytes: usize) -> bool {
+        self.rxq.len() + packets <= self.rxq_limit && self.rxq_bytes + bytes <= self.rxq_bytes_limit
+    }
+
+    /// Sets the memory cap ([`Config::rx_queue_bytes`]); never below one largest packet.
+    pub fn set_rx_queue_bytes(&mut self, n: usize) {
+        self.rxq_bytes_limit = n.max(MAX_PACKET);
+    }
+
     /// Moves the queued packets' buffers that are still leased from the port's ring to the
     /// heap, handing the slots back: a packet that waits for the guest must not hold the
     /// port's ring. Returns how many buffers it copied.
@@ -830,6 +863,11 @@ impl Netback {
             self.stats.rx_queue_full += 1;
             return false;
         }
+        if self.rxq_bytes + len > self.rxq_bytes_limit {
+            self.stats.rx_queue_memory_full += 1;
+            return false;
+        }
+        self.rxq_bytes += len;
         self.rxq.push_back(pkt);
         true
     }
@@ -891,7 +929,9 @@ impl Netback {
                     let r = self.rx.take_request();
                     self.rx_reqs.push(r);
                 }
-                batch.push(self.rxq.pop_front().expect("front exists"));
+                let p = self.rxq.pop_front().expect("front exists");
+                self.rxq_bytes -= p.len();
+                batch.push(p);
             }
             if batch.is_empty() {
                 break;

@@ -359,6 +359,7 @@ fn mock_with(mech: Mechanism, persistent_max: usize) -> (MockFrontend, Netback) 
         Config {
             mechanism: mech,
             persistent_max,
+            ..Config::default()
         },
     )
     .unwrap()

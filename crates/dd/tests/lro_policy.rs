@@ -368,6 +368,7 @@ fn eviction_flushes_the_oldest_aggregate() {
         mode: Mode::Page,
         policy: Policy::Every(4),
         max_flows: 2,
+        max_flows_per_dst: 2,
         ticks_per_us: 1,
     });
     let mut out = Vec::new();

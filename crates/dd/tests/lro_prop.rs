@@ -127,9 +127,11 @@ proptest! {
         policy in policy(),
         mode in mode(),
         max_flows in 1usize..5,
+        // The four flows share one destination: below max_flows, its cap evicts first.
+        per_dst in 1usize..5,
         chains in proptest::array::uniform2(0u8..3),
     ) {
-        let mut lro = Lro::new(Config { mode, policy, max_flows, ticks_per_us: 1 });
+        let mut lro = Lro::new(Config { mode, policy, max_flows, max_flows_per_dst: per_dst, ticks_per_us: 1 });
         let mut tx = senders(mss, chains);
         let mut now = 0u64;
         let mut out = Vec::new();
@@ -157,6 +159,8 @@ proptest! {
                 Ev::SetMode(m) => lro.set_mode(m, now, &mut out),
             }
             prop_assert!(lro.held() <= max_flows);
+            // Every flow here goes to one destination: it never holds more than its cap.
+            prop_assert!(lro.held() <= per_dst);
             if let Some(d) = lro.next_deadline() {
                 prop_assert!(d <= now + u64::from(HOLD_LIMIT_US));
             }

@@ -1570,6 +1570,13 @@ impl Daemon {
             "vifs": vifs,
             "reclaimed": self.reclaimed,
             "restart": self.restarts,
+            // The per-guest caps (README, "For operators"); each has a counter when it bites.
+            "limits": {
+                "rx_queue_packets": pvnet_dd::netback::RX_QUEUE_LIMIT,
+                "rx_queue_bytes": pvnet_dd::netback::RX_QUEUE_BYTES,
+                "persistent_grants": pvnet_dd::netback::PERSISTENT_MAX,
+                "lro_flows_per_guest": pvnet_dd::lro::MAX_FLOWS_PER_DST,
+            },
             "relay": relay,
             "hvm": hvm,
         })

@@ -204,6 +204,9 @@ enum Cmd {
     },
     /// Run configurations side by side and report throughput, TCP_RR and cycles per byte.
     Bench(bench::BenchArgs),
+    /// Stream into N guests for a long time (default one hour; not for CI) and sample the
+    /// driver domain daemon's memory and open descriptors every minute; fails if they grow.
+    Soak(bench::SoakArgs),
     /// (internal) the driver-domain daemon in the foreground.
     #[command(hide = true)]
     Daemon {
@@ -349,6 +352,13 @@ enum PerfCmd {
         /// only the planned total). For a bench that switches the path between slices.
         #[arg(long)]
         stepped: bool,
+    },
+    /// Burn the CPU it runs on (a busy loop) until killed or --duration passes: the CPU-hungry
+    /// neighbour of `pvnet bench --scenario neighbour`.
+    Burn {
+        /// Seconds (until killed if absent).
+        #[arg(long)]
+        duration: Option<f64>,
     },
     /// Fixed-size UDP datagrams, each verified by the receiver; prints the sender's counts and
     /// the receiver's report as JSON; fails if any datagram arrived corrupt (loss is reported).
@@ -653,6 +663,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Perf { cmd } => perf(cmd),
         Cmd::Bench(args) => bench::run(args),
+        Cmd::Soak(args) => bench::soak(args),
         Cmd::Daemon { config } => {
             let cfg: DaemonConfig = serde_json::from_str(&config).context("daemon config")?;
             daemon_main(cfg, false)
@@ -752,6 +763,7 @@ fn print_stat(v: &serde_json::Value) {
     flat("grant", &v["grant"]);
     flat("bridge", &v["bridge"]);
     flat("settings", &v["settings"]);
+    flat("limits", &v["limits"]);
     if v["lro"].is_object() {
         flat("lro", &v["lro"]);
         flat("  flush", &v["lro"]["flush"]);
@@ -936,6 +948,23 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             let r = rr::rr_client(resolve(&to, port)?, &opts)?;
             println!("{}", serde_json::to_string(&r)?);
             Ok(())
+        }
+        PerfCmd::Burn { duration } => {
+            let end = match duration {
+                Some(d) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be positive"),
+                d => d.map(|d| std::time::Instant::now() + Duration::from_secs_f64(d)),
+            };
+            let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+            loop {
+                // A million rounds of a multiply-xorshift between clock reads: pure CPU work
+                // the optimizer cannot drop (black_box).
+                for _ in 0..1_000_000 {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005) ^ (x >> 29));
+                }
+                if end.is_some_and(|e| std::time::Instant::now() >= e) {
+                    return Ok(());
+                }
+            }
         }
         PerfCmd::UdpStream {
             to,

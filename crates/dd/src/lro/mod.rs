@@ -98,6 +98,9 @@ pub const HOLD_LIMIT_US: u32 = 1000;
 pub const IDLE_FLUSH_US: u32 = 200;
 /// Most segments in one aggregate (a full 64 KiB aggregate of 1448-byte segments has 46).
 pub const MAX_SEGS: usize = 64;
+/// Default [`Config::max_flows_per_dst`]: half the default table, so one guest never holds
+/// more than half of it.
+pub const MAX_FLOWS_PER_DST: usize = 16;
 /// Adaptive policy: a flow streams when it comes back within this (µs) across polls.
 pub const STREAM_GAP_US: u32 = 50;
 
@@ -223,17 +226,25 @@ pub struct Config {
     pub policy: Policy,
     /// Flows tracked at once (held aggregates and adaptive history); at least 1.
     pub max_flows: usize,
+    /// Most aggregates held at once for one destination MAC address, i.e. one guest (its
+    /// cap in the shared table; at least 1). A segment that would open one more for a
+    /// destination at its cap first flushes that destination's oldest aggregate (counted:
+    /// `guest_flow_cap`, and as an eviction), so one guest's many flows never push another
+    /// guest's aggregates out of the table while the table has room for both.
+    pub max_flows_per_dst: usize,
     /// Clock rate of `now` (the daemon passes the TSC); at least 1.
     pub ticks_per_us: u64,
 }
 
 impl Default for Config {
-    /// [`Mode::default`] (skb), `poll`, 32 flows, `now` in nanoseconds.
+    /// [`Mode::default`] (skb), `poll`, 32 flows, at most [`MAX_FLOWS_PER_DST`] of them
+    /// held for one destination, `now` in nanoseconds.
     fn default() -> Config {
         Config {
             mode: Mode::default(),
             policy: Policy::Poll,
             max_flows: 32,
+            max_flows_per_dst: MAX_FLOWS_PER_DST,
             ticks_per_us: 1000,
         }
     }
@@ -332,6 +343,7 @@ pub struct Lro {
 impl Lro {
     pub fn new(mut cfg: Config) -> Lro {
         cfg.max_flows = cfg.max_flows.max(1);
+        cfg.max_flows_per_dst = cfg.max_flows_per_dst.max(1);
         cfg.ticks_per_us = cfg.ticks_per_us.max(1);
         Lro {
             t: Ticks::new(&cfg),
@@ -436,6 +448,8 @@ impl Lro {
         } else {
             None
         };
+        let mut dst = [0u8; 6];
+        dst.copy_from_slice(&frame[..6]);
         let agg = Agg::start(frame, vnet, &meta, sw, now);
         if let Some(r) = end {
             // A lone PSH or FIN segment leaves at once (`tcp_gro_receive` flushes it; it is
@@ -447,6 +461,14 @@ impl Lro {
             }
             self.c.count(r);
             return self.emit(agg, now, out);
+        }
+        if let Some(j) = self.oldest_if_capped(&dst) {
+            // Its guest holds its cap of aggregates: its own oldest leaves to make room, as
+            // the table's oldest does when the table is full (Linux GRO flushes the oldest of
+            // a full bucket); no other guest's aggregate is touched.
+            self.c.guest_flow_cap += 1;
+            self.c.evictions += 1;
+            self.flush_flow_for(Reason::Eviction, j, now, out);
         }
         let i = match idx {
             Some(i) => i,
@@ -534,6 +556,19 @@ impl Lro {
     }
 
     // ------------------------------------------------------------------------------ internals
+
+    /// When destination `dst` (a guest) holds its cap of aggregates, the entry of its oldest.
+    fn oldest_if_capped(&self, dst: &[u8; 6]) -> Option<usize> {
+        let mine = || {
+            (self.flows.iter().enumerate())
+                .filter_map(|(i, f)| f.held.as_ref().map(|a| (i, a)))
+                .filter(|(_, a)| a.macs()[..6] == dst[..])
+        };
+        if mine().count() < self.cfg.max_flows_per_dst {
+            return None;
+        }
+        mine().min_by_key(|(_, a)| a.first_at).map(|(i, _)| i)
+    }
 
     fn find(&self, key: &FlowKey) -> Option<usize> {
         self.flows.iter().position(|f| same_flow(&f.key, key))

@@ -22,6 +22,9 @@ pub struct LroStats {
     pub lro_rate: f64,
     /// Aggregates flushed to make room for a new flow.
     pub evictions: u64,
+    /// Evictions (counted in `evictions` too) of a guest's oldest aggregate because that
+    /// guest (destination MAC) held its cap ([`super::Config::max_flows_per_dst`]).
+    pub guest_flow_cap: u64,
     /// Aggregates held now.
     pub flows: usize,
     /// One counter per reason (see [`Reason`]).
@@ -48,6 +51,7 @@ pub(crate) struct Counters {
     pub gso_out: u64,
     pub passthrough: u64,
     pub evictions: u64,
+    pub guest_flow_cap: u64,
     pub flush: [u64; N_REASONS],
     /// Ticks from first segment to flush (auto-resizing, 3 significant digits).
     pub latency: Histogram<u64>,
@@ -62,6 +66,7 @@ impl Counters {
             gso_out: 0,
             passthrough: 0,
             evictions: 0,
+            guest_flow_cap: 0,
             flush: [0; N_REASONS],
             latency: Histogram::new(3).expect("3 significant digits is valid"),
         }
@@ -86,6 +91,7 @@ impl Counters {
                 self.segments_in as f64 / self.aggregates_out as f64
             },
             evictions: self.evictions,
+            guest_flow_cap: self.guest_flow_cap,
             flows,
             flush: FlushCounts::from_array(&self.flush),
             flush_latency: Latency {

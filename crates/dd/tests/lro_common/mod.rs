@@ -316,6 +316,7 @@ pub fn engine(mode: Mode, policy: Policy) -> Lro {
         mode,
         policy,
         max_flows: 32,
+        max_flows_per_dst: 32,
         ticks_per_us: 1,
     })
 }

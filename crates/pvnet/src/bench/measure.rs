@@ -425,7 +425,9 @@ fn drops_of(stat: &serde_json::Value) -> Option<u64> {
 pub struct RrResult {
     pub tps: f64,
     pub p50_us: f64,
+    pub p90_us: f64,
     pub p99_us: f64,
+    pub transactions: u64,
 }
 
 /// Runs the built-in TCP_RR client on the sending CPU in `remote` against `rx_addr`:[`PORT`]
@@ -465,7 +467,9 @@ pub fn rr_client(
     Ok(Ok(RrResult {
         tps: v.tps,
         p50_us: v.p50_us,
+        p90_us: v.p90_us,
         p99_us: v.p99_us,
+        transactions: v.transactions,
     }))
 }
 
@@ -483,7 +487,7 @@ pub fn iperf3_seconds(s: f64) -> u64 {
     (s.ceil() as u64).max(1)
 }
 
-fn parse_builtin_stream(out: &std::process::Output, s: &mut Sample) {
+pub(super) fn parse_builtin_stream(out: &std::process::Output, s: &mut Sample) {
     let text = String::from_utf8_lossy(&out.stdout);
     match serde_json::from_str::<pvnet_perf::StreamResult>(text.trim()) {
         Ok(v) => {

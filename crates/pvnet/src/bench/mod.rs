@@ -27,6 +27,8 @@ mod plot;
 mod progress;
 mod report;
 mod run;
+mod scenario;
+mod soak;
 mod summary;
 mod testbed;
 
@@ -38,6 +40,7 @@ use anyhow::{bail, Context, Result};
 use measure::{Sample, Tool};
 use progress::Progress;
 use run::{Params, Run, SweepInfo};
+pub use soak::{run as soak, SoakArgs};
 
 /// Bytes per send call of the stream sender. Large sends keep the sender cheap per byte, so the
 /// receiving side, not the sender, limits the stream (`report.md` says which side did).
@@ -79,7 +82,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Sweep a flush policy's parameter: `timeout` runs timeout:USEC over --sweep-values and
-    /// plots throughput and TCP_RR against it (sweep.svg).
+    /// plots throughput and TCP_RR against it (sweep.svg); `guests` runs every configuration
+    /// at each --sweep-values guest count (`NAME/gN`) and plots the aggregate throughput and
+    /// Jain's fairness index against the number of guests (guests.svg).
     #[arg(long, value_enum)]
     pub sweep: Option<SweepKind>,
     /// Rounds of the paired TCP_RR comparison: the --paired configurations (`xen` and
@@ -127,6 +132,13 @@ pub struct BenchArgs {
     /// `@tx` in --configs streams out of the guest whatever this says.
     #[arg(long, value_enum, default_value_t = Directions::Rx)]
     pub direction: Directions,
+    /// A consolidation workload instead of the tables, on two guests, each --configs
+    /// configuration a flush policy (default xen,lro,da,timeout,adaptive): `neighbour` (guest 0
+    /// streams and serves TCP_RR, alone and beside guest 1 burning the receiving CPU) or
+    /// `mixed` (guest 1's TCP_RR latency percentiles, alone and while guest 0 receives a bulk
+    /// stream). Writes scenario-NAME.md and scenario-NAME.json; see docs/consolidation.md.
+    #[arg(long, value_enum, conflicts_with_all = ["sweep", "guests", "direction", "paired_rounds"])]
+    pub scenario: Option<scenario::Scenario>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,6 +204,9 @@ fn preflight(configs: &[String], tool: Tool) -> Result<()> {
 }
 
 fn run_bench(args: BenchArgs) -> Result<()> {
+    if let Some(sc) = args.scenario {
+        return run_scenario(sc, &args);
+    }
     let plan = Plan::new(&args)?;
     preflight(&plan.configs, args.tool)?;
     interrupt::install()?;
@@ -238,6 +253,72 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         paired_error,
     };
     present(&run, &args, &out)
+}
+
+/// `--scenario`: the consolidation workloads ([`scenario`]).
+fn run_scenario(sc: scenario::Scenario, args: &BenchArgs) -> Result<()> {
+    let configs =
+        scenario::parse_configs(args.configs.as_deref().unwrap_or(scenario::DEFAULT_CONFIGS))?;
+    let params = scenario::Params {
+        scenario: sc,
+        reps: args.reps.unwrap_or(if args.quick { 1 } else { 3 }),
+        stream_seconds: args.duration.unwrap_or(if args.quick { 2.0 } else { 6.0 }),
+        rr_seconds: args
+            .rr_duration
+            .unwrap_or(if args.quick { 1.0 } else { 1.5 }),
+        msg_size: args.msg_size,
+        ring_frames: crate::config::check_ring_frames(args.ring_frames)?,
+        budget: crate::config::check_budget(args.budget)?,
+        mtu: crate::config::check_mtu(args.mtu)?,
+    };
+    if params.reps == 0 || params.stream_seconds <= 0.0 || params.rr_seconds <= 0.0 {
+        bail!("--reps, --duration and --rr-duration must be positive");
+    }
+    if args.msg_size == 0 {
+        bail!("--msg-size must be at least 1");
+    }
+    if args.tool != Tool::Builtin {
+        bail!("--scenario runs the built-in tool only (its TCP_RR and verified streams)");
+    }
+    preflight(&configs, Tool::Builtin)?;
+    interrupt::install()?;
+    let started = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("bench-out").join(machine::utc(started).1));
+    std::fs::create_dir_all(&out)
+        .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    let others = crate::rundir::list_runs();
+    if !others.is_empty() {
+        eprintln!(
+            "pvnet bench: warning: other pvnet runs are up ({}): their traffic and CPU use skew the figures",
+            others.join(", ")
+        );
+    }
+    let run = match scenario::run(configs, params, &out) {
+        Err(e) if e.downcast_ref::<interrupt::Interrupted>().is_some() => return Err(e),
+        r => r?,
+    };
+    if let Some(j) = &args.json {
+        std::fs::write(j, serde_json::to_string_pretty(&run)?)
+            .with_context(|| format!("writing {}", j.display()))?;
+    }
+    let bad: Vec<String> = (run.samples.iter())
+        .filter(|s| !s.quiet.errors.is_empty() || !s.loaded.errors.is_empty())
+        .map(|s| format!("{} rep {}", s.config, s.rep))
+        .collect();
+    if !bad.is_empty() {
+        bail!(
+            "errors in {}: see scenario-{}.md",
+            bad.join(", "),
+            sc.name()
+        );
+    }
+    Ok(())
 }
 
 /// What a bench will run, checked before anything starts.
@@ -481,10 +562,14 @@ fn present(run: &Run, args: &BenchArgs, out: &Path) -> Result<()> {
         "pvnet bench: {:.0} s; wrote {}/report.md, results.json, throughput.svg, cycles.svg{}",
         run.wall_seconds,
         out.display(),
-        if run.sweep.is_some() {
-            ", sweep.svg"
-        } else {
-            ""
+        match (
+            run.sweep.is_some(),
+            !plot::guest_lines(&run.summary).is_empty()
+        ) {
+            (true, true) => ", sweep.svg, guests.svg",
+            (true, false) => ", sweep.svg",
+            (false, true) => ", guests.svg",
+            (false, false) => "",
         }
     );
     if let Some(e) = &run.paired_error {

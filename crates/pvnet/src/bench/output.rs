@@ -109,5 +109,9 @@ pub fn write_outputs(run: &Run, out: &Path, json_copy: Option<&Path>) -> Result<
             .collect();
         plot::sweep(&out.join("sweep.svg"), &points, &refs).context("sweep.svg")?;
     }
+    let lines = plot::guest_lines(&run.summary);
+    if !lines.is_empty() {
+        plot::guests(&out.join("guests.svg"), &lines).context("guests.svg")?;
+    }
     Ok(())
 }

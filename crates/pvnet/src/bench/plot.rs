@@ -314,3 +314,215 @@ pub fn sweep(path: &Path, points: &[(f64, &ConfigSummary)], refs: &[&ConfigSumma
     root.present().map_err(err)?;
     Ok(())
 }
+
+/// The lines of `guests.svg`: for each configuration run at several guest counts (`NAME/gN`),
+/// its base name and its (guests, summary) points in ascending order. Configurations run at
+/// one count only are left out (nothing to draw a line through).
+pub fn guest_lines(cs: &[ConfigSummary]) -> Vec<(String, Vec<(f64, &ConfigSummary)>)> {
+    let mut lines: Vec<(String, Vec<(f64, &ConfigSummary)>)> = Vec::new();
+    for c in cs {
+        let Ok(n) = configs::Name::parse(&c.name) else {
+            continue;
+        };
+        let base = configs::Name { guests: 1, ..n }.with_base(n.base);
+        match lines.iter_mut().find(|(b, _)| *b == base) {
+            Some((_, pts)) => pts.push((n.guests as f64, c)),
+            None => lines.push((base, vec![(n.guests as f64, c)])),
+        }
+    }
+    lines.retain(|(_, pts)| pts.len() > 1);
+    for (_, pts) in &mut lines {
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    lines
+}
+
+/// One panel of `guests.svg`: `key`'s median against the number of guests, a line per
+/// configuration, min–max whiskers.
+fn guests_panel(
+    area: &DrawingArea<SVGBackend, Shift>,
+    lines: &[(String, Vec<(f64, &ConfigSummary)>)],
+    key: &str,
+    title: &str,
+    unit: &str,
+    ymax: Option<f64>,
+) -> Result<()> {
+    let x1 = (lines.iter())
+        .flat_map(|(_, p)| p.iter().map(|(x, _)| *x))
+        .fold(1.0, f64::max);
+    let ymax = ymax.unwrap_or_else(|| {
+        top(lines
+            .iter()
+            .flat_map(|(_, p)| p.iter().filter_map(|(_, c)| c.stats[key].map(|s| s.max))))
+    });
+    let mut ch = ChartBuilder::on(area)
+        .caption(title, (FONT, 17))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.5..x1 + 0.5, 0.0..ymax)
+        .map_err(err)?;
+    ch.configure_mesh()
+        .light_line_style(TRANSPARENT)
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| axis_number(*v))
+        .x_desc("guests streaming at once")
+        .y_desc(unit)
+        .label_style((FONT, 13))
+        .draw()
+        .map_err(err)?;
+    let palette = [PV, GUEST, RGBColor(0x4a, 0x9a, 0x4a), RED, NATIVE];
+    for (k, (name, pts)) in lines.iter().enumerate() {
+        let color = palette[k % palette.len()];
+        let med: Vec<(f64, f64)> = (pts.iter())
+            // One guest has the whole aggregate: its fairness index is 1 by definition.
+            .filter_map(|(x, c)| {
+                let one = (key == "jain" && *x == 1.0).then_some(1.0);
+                c.median(key).or(one).map(|y| (*x, y))
+            })
+            .collect();
+        ch.draw_series(LineSeries::new(med.clone(), color.stroke_width(2)))
+            .map_err(err)?
+            .label(name.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+            });
+        ch.draw_series(
+            med.iter()
+                .map(|&(x, y)| Circle::new((x, y), 4, color.filled())),
+        )
+        .map_err(err)?;
+        for (x, c) in pts {
+            if let Some(s) = c.stats[key].filter(|s| s.max > s.min) {
+                ch.draw_series([PathElement::new(vec![(*x, s.min), (*x, s.max)], BLACK)])
+                    .map_err(err)?;
+            }
+        }
+    }
+    ch.configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .label_font((FONT, 13))
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
+
+/// `guests.svg` (`--sweep guests`): aggregate throughput (top) and Jain's fairness index
+/// (bottom) against the number of guests, one line per configuration.
+pub fn guests(path: &Path, lines: &[(String, Vec<(f64, &ConfigSummary)>)]) -> Result<()> {
+    let root = SVGBackend::new(path, (760, 760)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let panels = root.split_evenly((2, 1));
+    guests_panel(
+        &panels[0],
+        lines,
+        "throughput_mbps",
+        "Aggregate throughput against the number of guests",
+        "Mbit/s",
+        None,
+    )?;
+    guests_panel(
+        &panels[1],
+        lines,
+        "jain",
+        "Jain's fairness index against the number of guests (1 at one guest)",
+        "index",
+        Some(1.05),
+    )?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// `soak.svg`: the daemon's RSS (top) and open descriptors (bottom) against time.
+pub fn soak(path: &Path, samples: &[super::soak::SoakSample]) -> Result<()> {
+    let root = SVGBackend::new(path, (760, 640)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let panels = root.split_evenly((2, 1));
+    let x1 = samples.iter().map(|s| s.t_s / 60.0).fold(1.0, f64::max);
+    type Get = fn(&super::soak::SoakSample) -> f64;
+    let series: [(&str, &str, Get); 2] = [
+        ("Driver domain daemon: resident memory", "MiB", |s| {
+            s.rss_kib as f64 / 1024.0
+        }),
+        (
+            "Driver domain daemon: open descriptors",
+            "descriptors",
+            |s| s.fds as f64,
+        ),
+    ];
+    for (area, (title, unit, get)) in panels.iter().zip(series) {
+        let ymax = top(samples.iter().map(get));
+        let mut ch = ChartBuilder::on(area)
+            .caption(title, (FONT, 17))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..x1, 0.0..ymax)
+            .map_err(err)?;
+        ch.configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .y_label_formatter(&|v| axis_number(*v))
+            .x_desc("minutes")
+            .y_desc(unit)
+            .label_style((FONT, 13))
+            .draw()
+            .map_err(err)?;
+        let pts: Vec<(f64, f64)> = samples.iter().map(|s| (s.t_s / 60.0, get(s))).collect();
+        ch.draw_series(LineSeries::new(pts.clone(), PV.stroke_width(2)))
+            .map_err(err)?;
+        ch.draw_series(pts.iter().map(|&p| Circle::new(p, 3, PV.filled())))
+            .map_err(err)?;
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::measure::Sample;
+    use super::super::summary::summarize;
+    use super::*;
+
+    #[test]
+    fn guest_lines_group_configurations_by_base_in_guest_order() {
+        let configs: Vec<String> = [
+            "xen/g4",
+            "xen",
+            "adaptive/g2",
+            "xen/g2",
+            "da@tx/g2",
+            "da@tx",
+        ]
+        .map(String::from)
+        .to_vec();
+        let samples: Vec<Sample> = (configs.iter().enumerate())
+            .map(|(i, c)| Sample {
+                config: c.clone(),
+                rep: 1,
+                throughput_mbps: 100.0 * (i + 1) as f64,
+                jain: c.contains("/g").then_some(0.9),
+                ..Sample::default()
+            })
+            .collect();
+        let cs = summarize(&configs, &samples);
+        let lines = guest_lines(&cs);
+        let got: Vec<(&str, Vec<f64>)> = (lines.iter())
+            .map(|(b, p)| (b.as_str(), p.iter().map(|(x, _)| *x).collect()))
+            .collect();
+        // adaptive ran at one count only: no line.
+        assert_eq!(
+            got,
+            [("xen", vec![1.0, 2.0, 4.0]), ("da@tx", vec![1.0, 2.0])]
+        );
+        assert_eq!(lines[0].1[2].1.name, "xen/g4");
+        let dir = std::env::temp_dir().join(format!("pvnet-guests-svg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("guests.svg");
+        guests(&p, &lines).unwrap();
+        let svg = std::fs::read_to_string(&p).unwrap();
+        assert!(svg.contains("Jain") && svg.contains("da@tx"), "{svg}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,416 @@
+//! `pvnet soak`: streams into N guests for a long time (one hour by default; outside CI) and
+//! samples the driver domain daemon's resident memory (`VmRSS`) and open descriptors
+//! (`/proc/PID/fd`) every interval, writing `soak.csv`, `soak.svg` and `soak.md`. It fails when
+//! either grows (see [`judge`]): a leak per packet, per connection or per stream would show as a
+//! slope over an hour of traffic.
+//!
+//! Each guest receives one stream after another (`--stream-seconds` each, from its own sender
+//! on the remote host), so connections are opened and closed all the time and every byte is
+//! verified. The daemon is the only process sampled: the guests and the senders come and go.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use pvnet_testbed::Netns;
+use serde::Serialize;
+
+use super::child::{self, Guard};
+use super::configs::{self, RX_CPU, TX_CPU};
+use super::measure::{self, PORT};
+use super::progress::Progress;
+use super::{interrupt, machine, testbed};
+use crate::config::DaemonConfig;
+use crate::rundir::RunInfo;
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct SoakArgs {
+    /// Guests, each receiving streams the whole time (1 to 16).
+    #[arg(long, default_value_t = 4)]
+    pub guests: usize,
+    /// How long: `90s`, `10m`, `1h` (the one-hour soak is the operator's; CI does not run it).
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Time between samples of the daemon's memory and descriptors.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// The bench configuration the testbed runs (a PV one; default: the self-tuning flush).
+    #[arg(long, default_value = "adaptive")]
+    pub config: String,
+    /// Seconds per stream; each guest gets the next one as soon as one ends.
+    #[arg(long, default_value_t = 30.0)]
+    pub stream_seconds: f64,
+    /// Output directory (default `soak-out/<UTC date-time>`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Parses `90s`, `10m`, `1h`, `1.5h` or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let mult = match unit {
+        "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(format!("{s:?}: the unit is s, m or h")),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v * mult < 1e7 => {
+            Ok(Duration::from_secs_f64(v * mult))
+        }
+        _ => Err(format!(
+            "{s:?} is not a positive duration such as 90s, 10m or 1h"
+        )),
+    }
+}
+
+/// One sample of the daemon.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct SoakSample {
+    pub t_s: f64,
+    pub rss_kib: u64,
+    pub fds: u64,
+    /// Streams finished so far, and their verified bytes.
+    pub streams: u64,
+    pub bytes: u64,
+}
+
+/// Whether the samples show growth. The first quarter of the run (at least the first sample)
+/// is warm-up: allocators and tables settle there. The rest is split in halves; the daemon
+/// grows if the median RSS of the second half exceeds the first's by more than 5 % + 2 MiB,
+/// or if its largest descriptor count exceeds the first half's largest. Fewer than four
+/// steady samples cannot show a trend: an error.
+pub fn judge(s: &[SoakSample]) -> Result<Verdict> {
+    let skip = (s.len() / 4).max(1);
+    let steady = s.get(skip..).unwrap_or(&[]);
+    if steady.len() < 4 {
+        bail!(
+            "{} samples after the warm-up: at least four are needed to judge growth (a longer --duration or a shorter --interval)",
+            steady.len()
+        );
+    }
+    let (a, b) = steady.split_at(steady.len() / 2);
+    let med = |h: &[SoakSample]| {
+        let v: Vec<f64> = h.iter().map(|x| x.rss_kib as f64).collect();
+        super::scenario::median(&v).unwrap_or(0.0)
+    };
+    let (ra, rb) = (med(a), med(b));
+    let fa = a.iter().map(|x| x.fds).max().unwrap_or(0);
+    let fb = b.iter().map(|x| x.fds).max().unwrap_or(0);
+    let allowed = ra * 0.05 + 2048.0;
+    let mut problems = Vec::new();
+    if rb - ra > allowed {
+        problems.push(format!(
+            "RSS grew from a median of {ra:.0} KiB to {rb:.0} KiB (allowed {allowed:.0} KiB)"
+        ));
+    }
+    if fb > fa {
+        problems.push(format!("open descriptors grew from at most {fa} to {fb}"));
+    }
+    Ok(Verdict {
+        rss_first_kib: ra,
+        rss_second_kib: rb,
+        fds_first: fa,
+        fds_second: fb,
+        problems,
+    })
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Verdict {
+    /// Median RSS of the first and second half of the steady samples (KiB).
+    pub rss_first_kib: f64,
+    pub rss_second_kib: f64,
+    /// Most open descriptors in each half.
+    pub fds_first: u64,
+    pub fds_second: u64,
+    /// Empty: flat.
+    pub problems: Vec<String>,
+}
+
+/// `VmRSS` (KiB) and the number of open descriptors of `pid`.
+fn sample_daemon(pid: i32) -> Result<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status (did the daemon die?)"))?;
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .context("no VmRSS in the daemon's status")?;
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .with_context(|| format!("listing /proc/{pid}/fd"))?
+        .count() as u64;
+    Ok((rss, fds))
+}
+
+pub fn run(args: SoakArgs) -> Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("`pvnet soak` needs root (network namespaces, veth, TAP): run it with sudo");
+    }
+    if !(1..=configs::MAX_GUESTS).contains(&args.guests) {
+        bail!("--guests must be between 1 and {}", configs::MAX_GUESTS);
+    }
+    if !(args.stream_seconds > 0.0 && args.stream_seconds.is_finite()) {
+        bail!("--stream-seconds must be positive");
+    }
+    let name = format!("{}{}{}", args.config, configs::GUESTS_SUFFIX, args.guests);
+    let name = if args.guests == 1 {
+        args.config.clone()
+    } else {
+        name
+    };
+    let cfg: DaemonConfig = configs::daemon_config(&name)?;
+    if !configs::is_pv(&name) || cfg.guests != args.guests {
+        bail!(
+            "--config {}: the soak needs a PV configuration with PV guests",
+            args.config
+        );
+    }
+    interrupt::install()?;
+    let started = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("soak-out").join(machine::utc(started).1));
+    std::fs::create_dir_all(&out)
+        .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    let progress = Progress::new(vec![args.duration.as_secs_f64()]);
+    progress.step(&format!("soak, {name}"));
+    let r = testbed::with_testbed(&cfg, &name, &progress, |info| soak(info, &args, &progress));
+    progress.finish();
+    let (samples, _) = r?;
+    let verdict = judge(&samples);
+    write(
+        &out,
+        &args,
+        &name,
+        machine::utc(started).0,
+        &samples,
+        &verdict,
+    )?;
+    eprintln!(
+        "pvnet soak: wrote {0}/soak.csv, {0}/soak.svg, {0}/soak.md",
+        out.display()
+    );
+    let v = verdict?;
+    println!(
+        "daemon RSS (median, first and second half after warm-up): {:.0} KiB, {:.0} KiB; open descriptors (most): {}, {}",
+        v.rss_first_kib, v.rss_second_kib, v.fds_first, v.fds_second
+    );
+    if !v.problems.is_empty() {
+        bail!("the daemon grew: {}", v.problems.join("; "));
+    }
+    Ok(())
+}
+
+/// A stream running towards guest `i`.
+struct Running {
+    child: Child,
+}
+
+fn soak(info: &RunInfo, args: &SoakArgs, progress: &Progress) -> Result<Vec<SoakSample>> {
+    let exe = std::env::current_exe()?;
+    let remote = Netns::open(&info.remote_ns)?;
+    let mut servers: Vec<Guard> = Vec::new();
+    for i in 0..args.guests {
+        let ns = Netns::open(&info.guest_ns[i])?;
+        let port = PORT + i as u16;
+        let mut s = measure::start_builtin_server_on(&exe, &ns, RX_CPU, port, false)?;
+        measure::wait_listening_on(&ns, &mut s, port)?;
+        servers.push(s);
+    }
+    let t0 = Instant::now();
+    let end = t0 + args.duration;
+    let mut running: Vec<Option<Running>> = (0..args.guests).map(|_| None).collect();
+    let (mut streams, mut bytes, mut errors) = (0u64, 0u64, Vec::<String>::new());
+    let mut samples = Vec::new();
+    let mut next_sample = t0;
+    progress.phase(
+        &format!("{} guests streaming, sampling the daemon", args.guests),
+        args.duration.as_secs_f64(),
+    );
+    loop {
+        let now = Instant::now();
+        for (i, slot) in running.iter_mut().enumerate() {
+            if let Some(r) = slot {
+                if r.child.try_wait()?.is_some() {
+                    let o = slot.take().expect("checked").child.wait_with_output()?;
+                    let mut s = measure::Sample::default();
+                    measure::parse_builtin_stream(&o, &mut s);
+                    streams += 1;
+                    bytes += s.bytes;
+                    errors.extend(s.errors.into_iter().map(|e| format!("guest {i}: {e}")));
+                }
+            }
+            let left = end.saturating_duration_since(now).as_secs_f64();
+            if slot.is_none() && left > 1.0 {
+                let secs = args.stream_seconds.min(left - 0.5);
+                let c = child::pinned(remote.command(&exe), TX_CPU)
+                    .args([
+                        "perf",
+                        "stream",
+                        &info.guest_addrs[i],
+                        "--port",
+                        &(PORT + i as u16).to_string(),
+                        "--duration",
+                        &format!("{secs:.1}"),
+                    ])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .context("starting a stream sender")?;
+                *slot = Some(Running { child: c });
+            }
+        }
+        let done = now >= end && running.iter().all(Option::is_none);
+        if now >= next_sample || done {
+            let (rss_kib, fds) = sample_daemon(info.pid)?;
+            let s = SoakSample {
+                t_s: now.duration_since(t0).as_secs_f64(),
+                rss_kib,
+                fds,
+                streams,
+                bytes,
+            };
+            eprintln!(
+                "pvnet soak: t={:.0} s: daemon RSS {} KiB, {} descriptors; {} streams, {:.2} GB verified",
+                s.t_s,
+                s.rss_kib,
+                s.fds,
+                s.streams,
+                s.bytes as f64 / 1e9
+            );
+            samples.push(s);
+            next_sample += args.interval;
+        }
+        if done {
+            break;
+        }
+        if let Err(e) = interrupt::check() {
+            for r in running.iter_mut().flatten() {
+                let _ = r.child.kill();
+                let _ = r.child.wait();
+            }
+            return Err(e.into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(servers);
+    if !errors.is_empty() {
+        bail!("{} stream(s) failed; first: {}", errors.len(), errors[0]);
+    }
+    Ok(samples)
+}
+
+fn write(
+    out: &Path,
+    args: &SoakArgs,
+    name: &str,
+    started_utc: String,
+    samples: &[SoakSample],
+    verdict: &Result<Verdict>,
+) -> Result<()> {
+    let mut csv = String::from("t_s,rss_kib,fds,streams,bytes\n");
+    for s in samples {
+        csv.push_str(&format!(
+            "{:.1},{},{},{},{}\n",
+            s.t_s, s.rss_kib, s.fds, s.streams, s.bytes
+        ));
+    }
+    std::fs::write(out.join("soak.csv"), csv).context("writing soak.csv")?;
+    super::plot::soak(&out.join("soak.svg"), samples).context("soak.svg")?;
+    let last = samples.last().copied().unwrap_or_default();
+    let verdict_text = match verdict {
+        Ok(v) if v.problems.is_empty() => format!(
+            "flat: RSS median {:.0} KiB then {:.0} KiB, descriptors at most {} then {}",
+            v.rss_first_kib, v.rss_second_kib, v.fds_first, v.fds_second
+        ),
+        Ok(v) => format!("GREW: {}", v.problems.join("; ")),
+        Err(e) => format!("not judged: {e}"),
+    };
+    let md = format!(
+        "# pvnet soak\n\n- started {started_utc} (revision {}), configuration {name}, {} guests, {:.0} s, a sample every {:.0} s\n- streams of {} s into every guest, one after another: {} streams, {:.2} GB verified\n- load average at the end: {}\n- verdict: {verdict_text}\n\n`soak.csv` has every sample; `soak.svg` plots them.\n",
+        machine::REVISION,
+        args.guests,
+        args.duration.as_secs_f64(),
+        args.interval.as_secs_f64(),
+        args.stream_seconds,
+        last.streams,
+        last.bytes as f64 / 1e9,
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
+    );
+    std::fs::write(out.join("soak.md"), md).context("writing soak.md")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        for bad in ["", "0m", "-1h", "5d", "h", "1e9h"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    fn series(rss: &[u64], fds: &[u64]) -> Vec<SoakSample> {
+        rss.iter()
+            .zip(fds)
+            .enumerate()
+            .map(|(i, (&r, &f))| SoakSample {
+                t_s: i as f64 * 60.0,
+                rss_kib: r,
+                fds: f,
+                ..SoakSample::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn flat_memory_and_descriptors_pass() {
+        // The warm-up (first quarter) may grow; noise within the allowance passes.
+        let v = judge(&series(
+            &[5000, 40000, 41000, 41500, 40800, 41200, 41900, 41100, 41300],
+            &[20, 31, 31, 31, 31, 31, 31, 31, 31],
+        ))
+        .unwrap();
+        assert!(v.problems.is_empty(), "{v:?}");
+        assert_eq!((v.fds_first, v.fds_second), (31, 31));
+    }
+
+    #[test]
+    fn growth_fails() {
+        // 1 MiB a minute: over the allowance by the second half.
+        let rss: Vec<u64> = (0..11).map(|i| 40000 + i * 1024).collect();
+        let v = judge(&series(&rss, &[31; 11])).unwrap();
+        assert_eq!(v.problems.len(), 1, "{v:?}");
+        assert!(v.problems[0].contains("RSS grew"));
+        // One descriptor more at the end.
+        let mut fds = [31u64; 11];
+        fds[10] = 32;
+        let v = judge(&series(&[40000; 11], &fds)).unwrap();
+        assert_eq!(v.problems, ["open descriptors grew from at most 31 to 32"]);
+    }
+
+    #[test]
+    fn too_few_samples_are_not_judged() {
+        assert!(judge(&series(&[1, 2, 3, 4], &[1, 1, 1, 1])).is_err());
+        assert!(judge(&[]).is_err());
+        assert!(judge(&series(&[1; 5], &[1; 5])).is_ok());
+    }
+}

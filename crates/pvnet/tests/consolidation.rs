@@ -1,0 +1,141 @@
+//! The consolidation scenarios end to end, in a very short form: `pvnet bench --scenario
+//! neighbour` and `--scenario mixed` run two guests under two flush policies, print their
+//! table, write scenario-NAME.md and .json with real figures, and leave nothing behind.
+//! Needs root. Asserts what the runs must show whatever the machine's speed (bytes moved,
+//! transactions done, the neighbour's CPU time charged to it), never how fast.
+
+mod common;
+use common::*;
+
+/// Runs a scenario with `configs` into a fresh directory: its stdout and scenario JSON.
+fn scenario(name: &str, configs: &str) -> (String, serde_json::Value, std::path::PathBuf) {
+    let out = std::env::temp_dir().join(format!("pvnet-scenario-{}", unique_id()));
+    let stdout = ok(&[
+        "bench",
+        "--scenario",
+        name,
+        "--configs",
+        configs,
+        "--reps",
+        "1",
+        "--duration",
+        "1",
+        "--rr-duration",
+        "0.5",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let json = std::fs::read_to_string(out.join(format!("scenario-{name}.json"))).unwrap();
+    (stdout, serde_json::from_str(&json).unwrap(), out)
+}
+
+fn f(v: &serde_json::Value, what: &str) -> f64 {
+    v.as_f64()
+        .unwrap_or_else(|| panic!("{what} is not a number: {v}"))
+}
+
+/// Every row of the printed table has a number in every column (no dash).
+fn table_filled(stdout: &str, title: &str, columns: &[&str]) {
+    let t = stdout
+        .split(title)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no table {title:?} in {stdout}"));
+    let mut lines = t.lines().skip(1);
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(header, columns, "{t}");
+    let mut rows = 0;
+    for l in lines.take_while(|l| !l.trim().is_empty()) {
+        let cells: Vec<&str> = l.split_whitespace().rev().take(columns.len()).collect();
+        for c in cells {
+            assert!(c.parse::<f64>().is_ok(), "row {l:?} has {c:?}");
+        }
+        rows += 1;
+    }
+    assert!(rows >= 8, "{t}");
+}
+
+#[test]
+fn the_neighbour_scenario_runs_and_charges_the_neighbour() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("the_neighbour_scenario_runs_and_charges_the_neighbour") {
+        return;
+    }
+    let (stdout, v, out) = scenario("neighbour", "xen,adaptive");
+    table_filled(&stdout, "Neighbour:", &["xen", "adaptive"]);
+    assert!(std::fs::read_to_string(out.join("scenario-neighbour.md"))
+        .unwrap()
+        .contains("| TCP_RR of guest 0 alone (trans/s) |"));
+    let samples = v["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 2);
+    for s in samples {
+        for leg in ["quiet", "loaded"] {
+            let l = &s[leg];
+            assert_eq!(l["errors"].as_array().unwrap().len(), 0, "{s}");
+            assert!(l["bytes"].as_u64().unwrap() > 0, "{s}");
+            assert!(f(&l["throughput_mbps"], "throughput") > 0.0, "{s}");
+            assert!(l["rr"]["transactions"].as_u64().unwrap() > 0, "{s}");
+            assert!(f(&l["guest0_cpu"], "guest 0's share") > 0.0, "{s}");
+        }
+        // The neighbour burned the receiving CPU only in the loaded leg, and it was charged
+        // to guest 1; in the quiet leg guest 1 was idle.
+        let burn = f(&s["loaded"]["guest1_cpu"], "neighbour's share");
+        let idle = f(&s["quiet"]["guest1_cpu"], "idle guest 1's share");
+        assert!(burn > 0.05, "the neighbour hardly ran: {s}");
+        assert!(burn > idle, "{s}");
+    }
+    assert!(v["loadavg_start"].as_str().is_some_and(|l| !l.is_empty()));
+    let runs: Vec<&str> = samples
+        .iter()
+        .map(|s| s["run_id"].as_str().unwrap())
+        .collect();
+    for id in runs {
+        assert_run_gone(id);
+    }
+}
+
+#[test]
+fn the_mixed_scenario_runs_and_reports_percentiles() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("the_mixed_scenario_runs_and_reports_percentiles") {
+        return;
+    }
+    let (stdout, v, _) = scenario("mixed", "xen,every:4");
+    table_filled(&stdout, "Mixed host:", &["xen", "every:4"]);
+    for s in v["samples"].as_array().unwrap() {
+        for leg in ["quiet", "loaded"] {
+            let l = &s[leg];
+            assert_eq!(l["errors"].as_array().unwrap().len(), 0, "{s}");
+            let rr = &l["rr"];
+            assert!(rr["transactions"].as_u64().unwrap() > 0, "{s}");
+            let (p50, p90, p99) = (
+                f(&rr["p50_us"], "p50"),
+                f(&rr["p90_us"], "p90"),
+                f(&rr["p99_us"], "p99"),
+            );
+            assert!(0.0 < p50 && p50 <= p90 && p90 <= p99, "{rr}");
+        }
+        // The bulk stream ran beside the TCP_RR only in the loaded leg.
+        assert_eq!(s["quiet"]["bytes"].as_u64(), Some(0), "{s}");
+        assert!(s["loaded"]["bytes"].as_u64().unwrap() > 0, "{s}");
+        assert!(
+            f(&s["loaded"]["guest0_cpu"], "guest 0's share") > 0.0,
+            "{s}"
+        );
+        assert_run_gone(s["run_id"].as_str().unwrap());
+    }
+}
+
+#[test]
+fn scenario_arguments_are_checked() {
+    // No root needed: refused before anything starts.
+    let o = pvnet(&["bench", "--scenario", "neighbour", "--configs", "linux"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("compares flush policies"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = pvnet(&["bench", "--scenario", "mixed", "--guests", "4"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
+}
