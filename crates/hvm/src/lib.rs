@@ -49,7 +49,7 @@ pub mod vcpu;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use pvnet_hv::ioreq::SharedPlain;
-use pvnet_ne2000::direct::Path;
+pub use pvnet_ne2000::direct::Path;
 use pvnet_ne2000::{Class, SharedRegs};
 use serde::{Deserialize, Serialize};
 
@@ -100,25 +100,6 @@ pub fn path_from_code(code: u32) -> Option<Path> {
         1 => Some(Path::Fast(Class::Seed)),
         2 => Some(Path::Fast(Class::Max)),
         _ => None,
-    }
-}
-
-/// Parses `original`, `seed` or `max` (the `--hvm-path` values).
-pub fn parse_path(s: &str) -> Option<Path> {
-    match s {
-        "original" => Some(Path::Original),
-        "seed" => Some(Path::Fast(Class::Seed)),
-        "max" => Some(Path::Fast(Class::Max)),
-        _ => None,
-    }
-}
-
-/// The name [`parse_path`] takes.
-pub fn path_name(path: Path) -> &'static str {
-    match path {
-        Path::Original => "original",
-        Path::Fast(Class::Seed) => "seed",
-        Path::Fast(Class::Max) => "max",
     }
 }
 
@@ -210,16 +191,10 @@ mod tests {
 
     #[test]
     fn path_codes_round_trip_and_garbage_is_original() {
-        for p in [
-            Path::Original,
-            Path::Fast(Class::Seed),
-            Path::Fast(Class::Max),
-        ] {
+        for p in Path::ALL {
             assert_eq!(path_from_code(path_code(p)), Some(p));
-            assert_eq!(parse_path(path_name(p)), Some(p));
         }
         assert_eq!(path_from_code(3), None);
-        assert_eq!(parse_path("fast"), None);
         let s = HvmShared::default();
         assert_eq!(s.path(), (Path::Original, true));
         s.set_path(Path::Fast(Class::Max));

@@ -24,8 +24,8 @@ pub enum AdminRequest {
     Capture {
         guest: usize,
     },
-    /// Flips every HVM domain's port-I/O path (`original`, `seed`, `max`) in its ioreq page.
-    HvmPath(String),
+    /// Flips every HVM domain's port-I/O path in its ioreq page.
+    HvmPath(pvnet_hvm::Path),
 }
 
 /// `pvnet set`'s changes, parsed by the command (the daemon receives types, not strings).
@@ -80,7 +80,10 @@ pub enum AdminReply {
     /// reply.
     Capture { port: String },
     /// `HvmPath` applied to this many HVM domains.
-    HvmPath { path: String, domains: usize },
+    HvmPath {
+        path: pvnet_hvm::Path,
+        domains: usize,
+    },
     /// The request was refused, and nothing changed.
     Error(String),
 }
