@@ -25,7 +25,11 @@ pub enum Path {
 
 impl Path {
     /// Every path, in the order the documentation gives them.
-    pub const ALL: [Path; 3] = [Path::Original, Path::Fast(Class::Seed), Path::Fast(Class::Max)];
+    pub const ALL: [Path; 3] = [
+        Path::Original,
+        Path::Fast(Class::Seed),
+        Path::Fast(Class::Max),
+    ];
 
     /// The path's name: `original`, `seed` or `max`.
     pub fn name(self) -> &'static str {

@@ -393,9 +393,9 @@ pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
 
 /// A size as the report writes it: `1 KiB`, `64 KiB`, `1 MiB`, or bytes.
 pub fn size_name(n: usize) -> String {
-    if n >= 1 << 20 && n % (1 << 20) == 0 {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{} MiB", n >> 20)
-    } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
         format!("{} KiB", n >> 10)
     } else {
         format!("{n} B")
@@ -413,7 +413,10 @@ mod tests {
             let mut a = vec![0u8; size];
             fill_record(3, &mut a);
             assert_eq!(verify_record(3, &a), 0, "size {size}");
-            assert!(verify_record(4, &a) > 0, "record 3 passed as 4, size {size}");
+            assert!(
+                verify_record(4, &a) > 0,
+                "record 3 passed as 4, size {size}"
+            );
             let mut b = a.clone();
             b[size - 1] ^= 0x40;
             assert_eq!(verify_record(3, &b), 1, "size {size}");
@@ -438,7 +441,10 @@ mod tests {
     }
 
     /// A server on loopback running [`receive`] for one connection.
-    fn server() -> (SocketAddr, std::thread::JoinHandle<Result<RecordsReport, String>>) {
+    fn server() -> (
+        SocketAddr,
+        std::thread::JoinHandle<Result<RecordsReport, String>>,
+    ) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let h = std::thread::spawn(move || {
@@ -486,13 +492,25 @@ mod tests {
         s.write_all(&rec).unwrap();
         let mut a = [0u8; ACK_LEN];
         s.read_exact(&mut a).unwrap();
-        assert_eq!(Ack::decode(&a).unwrap(), Ack { seq: 0, mismatches: 0 });
+        assert_eq!(
+            Ack::decode(&a).unwrap(),
+            Ack {
+                seq: 0,
+                mismatches: 0
+            }
+        );
         fill_record(1, &mut rec);
         rec[10] ^= 0xff;
         rec[20] ^= 0xff;
         s.write_all(&rec).unwrap();
         s.read_exact(&mut a).unwrap();
-        assert_eq!(Ack::decode(&a).unwrap(), Ack { seq: 1, mismatches: 2 });
+        assert_eq!(
+            Ack::decode(&a).unwrap(),
+            Ack {
+                seq: 1,
+                mismatches: 2
+            }
+        );
         s.shutdown(Shutdown::Write).unwrap();
         let rep = read_report(&s).unwrap();
         assert_eq!(
@@ -572,7 +590,16 @@ mod tests {
         assert_eq!(parse_size("64K"), Ok(65536));
         assert_eq!(parse_size("1MiB"), Ok(1 << 20));
         assert_eq!(parse_size(" 2k "), Ok(2048));
-        for bad in ["0", "", "K", "1G", "17M", "-1", "1.5K", "99999999999999999999K"] {
+        for bad in [
+            "0",
+            "",
+            "K",
+            "1G",
+            "17M",
+            "-1",
+            "1.5K",
+            "99999999999999999999K",
+        ] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
         assert_eq!(parse_sizes("1M,1K,1024"), Ok(vec![1024, 1 << 20]));

@@ -999,17 +999,19 @@ mod tests {
             panic!("not set");
         };
         assert_eq!(hvm_path, Some(Path::Fast(Class::Seed)));
-        let e = parse(&["set", "--hvm-path", "fast"]).err().unwrap().to_string();
+        let e = parse(&["set", "--hvm-path", "fast"])
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("original, seed, max"), "{e}");
     }
 
     #[test]
     fn records_arguments() {
         let Cmd::Perf {
-            cmd:
-                PerfCmd::Records {
-                    size, count, rate, ..
-                },
+            cmd: PerfCmd::Records {
+                size, count, rate, ..
+            },
         } = parse(&["perf", "records", "10.0.0.1", "--size", "64K"])
             .unwrap()
             .cmd

@@ -162,7 +162,9 @@ pub fn describe(config: &str) -> String {
         None => format!("LRO with flush policy {base}"),
     };
     if exit_cost_ns > 0 {
-        d.push_str(&format!("; {exit_cost_ns} ns of CPU spent on every VM exit"));
+        d.push_str(&format!(
+            "; {exit_cost_ns} ns of CPU spent on every VM exit"
+        ));
     }
     if name.dir == Direction::Tx {
         d.push_str("; the stream from the guest to the remote host");
@@ -267,11 +269,6 @@ pub fn is_hvm(config: &str) -> bool {
 /// The suffix of an HVM configuration run with a modelled exit cost: `hvm-fast+exit1000` is
 /// `hvm-fast` with 1000 ns of CPU spent on every VM exit (`--exit-cost-ns`).
 pub const EXIT_SUFFIX: &str = "+exit";
-
-/// The exit cost `pvnet bench` states as realistic, nanoseconds: a VT-x VM exit and entry
-/// round trip plus the hypervisor's decoding of an I/O instruction on the seed's Core 2 class
-/// of processor (docs/hvm.md says where the figure comes from).
-pub const REALISTIC_EXIT_COST_NS: u64 = 1000;
 
 /// Most nanoseconds an exit cost may be (10 ms: far beyond any hardware, a typo's guard).
 pub const MAX_EXIT_COST_NS: u64 = 10_000_000;
@@ -521,7 +518,10 @@ mod tests {
     #[test]
     fn hvm_configurations_run_hvm_guests_only() {
         let c = daemon_config("hvm-fast/g2").unwrap();
-        assert_eq!((c.guests, c.hvm, c.hvm_path), (0, 2, Path::Fast(Class::Max)));
+        assert_eq!(
+            (c.guests, c.hvm, c.hvm_path),
+            (0, 2, Path::Fast(Class::Max))
+        );
         assert_eq!(daemon_config("hvm").unwrap().hvm_path, Path::Original);
         assert_eq!(
             daemon_config("hvm-seed@tx").unwrap().hvm_path,
@@ -537,14 +537,29 @@ mod tests {
     #[test]
     fn hvm_configurations_carry_an_exit_cost() {
         let c = daemon_config("hvm-fast+exit1000@tx/g2").unwrap();
-        assert_eq!((c.hvm, c.hvm_path, c.exit_cost_ns), (2, Path::Fast(Class::Max), 1000));
+        assert_eq!(
+            (c.hvm, c.hvm_path, c.exit_cost_ns),
+            (2, Path::Fast(Class::Max), 1000)
+        );
         assert_eq!(daemon_config("hvm+exit0").unwrap().exit_cost_ns, 0);
-        for bad in ["xen+exit1000", "hvm+exit", "hvm+exit-1", "hvm+exit1x", "hvm+exit99999999999"] {
+        for bad in [
+            "xen+exit1000",
+            "hvm+exit",
+            "hvm+exit-1",
+            "hvm+exit1x",
+            "hvm+exit99999999999",
+        ] {
             assert!(daemon_config(bad).is_err(), "{bad}");
         }
-        assert_eq!(with_exit_cost("hvm@tx/g2", 500).unwrap(), "hvm+exit500@tx/g2");
+        assert_eq!(
+            with_exit_cost("hvm@tx/g2", 500).unwrap(),
+            "hvm+exit500@tx/g2"
+        );
         assert_eq!(with_exit_cost("hvm+exit500@tx", 0).unwrap(), "hvm@tx");
-        assert_eq!(with_exit_cost("hvm-seed", 1000).unwrap(), "hvm-seed+exit1000");
+        assert_eq!(
+            with_exit_cost("hvm-seed", 1000).unwrap(),
+            "hvm-seed+exit1000"
+        );
         assert!(describe("hvm+exit1000@tx").contains("1000 ns of CPU"));
         assert_eq!(parse_exit_costs("0, 1000,0").unwrap(), [0, 1000]);
         for bad in ["", ",", "x", "-1", "10000001"] {
