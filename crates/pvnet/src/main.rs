@@ -804,7 +804,9 @@ fn print_stat(v: &serde_json::Value) {
         flat("  dm", &h["device_model"]);
         flat("  dm card", &h["device_model"]["card"]);
         flat("  dm ioreq", &h["device_model"]["server"]);
+        flat("  dm process", &h["device_model"]["process"]);
         flat("  guest", &h["guest"]);
+        flat("  guest process", &h["guest"]["process"]);
         flat("  vcpu", &h["guest"]["vcpu"]);
         flat("  driver", &h["guest"]["driver"]);
     }

@@ -351,12 +351,13 @@ fn size_panel(area: &DrawingArea<SVGBackend, Shift>, p: &Panel) -> Result<()> {
             .x_label_area_size(40)
             .y_label_area_size(70);
     };
+    // The log axis puts its ticks at powers of ten: decimal units name them exactly.
     let size_label = |v: &f64| {
         let v = *v;
-        if v >= 1048576.0 {
-            format!("{:.0} MiB", v / 1048576.0)
-        } else if v >= 1024.0 {
-            format!("{:.0} KiB", v / 1024.0)
+        if v >= 1e6 {
+            format!("{:.0} MB", v / 1e6)
+        } else if v >= 1e3 {
+            format!("{:.0} kB", v / 1e3)
         } else {
             format!("{v:.0} B")
         }
