@@ -143,6 +143,13 @@ impl HvmSample {
         (self.wall_ns > 0).then(|| 100.0 * self.dm_window_ns as f64 / self.wall_ns as f64)
     }
 
+    /// Device-model CPU milliseconds per megabyte (10^6 bytes) of the stream: the seed's
+    /// figure was the device model's CPU share while sending 10^9 bytes, so per byte is what
+    /// compares across paths of different speed.
+    pub fn dm_cpu_ms_per_mb(&self) -> Option<f64> {
+        (self.bytes > 0).then(|| self.dm_window_ns as f64 / 1e6 / (self.bytes as f64 / 1e6))
+    }
+
     /// Context switches (voluntary and involuntary) of the device model and the vCPU process
     /// per data frame.
     pub fn csw_per_frame(&self) -> Option<f64> {
@@ -230,6 +237,7 @@ mod tests {
         assert_eq!(s.exits_per_frame(), Some(22.5));
         assert_eq!(s.round_trips_per_frame(), Some(13.5));
         assert_eq!(s.dm_cpu_pct(), Some(25.0));
+        assert_eq!(s.dm_cpu_ms_per_mb(), Some(250.0));
         assert_eq!(s.csw_per_frame(), Some((84.0 + 101.0) / 80.0));
         assert_eq!(s.dm_csw_per_frame(), Some(84.0 / 80.0));
         let rx = HvmSample {

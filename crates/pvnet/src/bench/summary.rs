@@ -218,6 +218,13 @@ pub const METRICS: &[Metric] = &[
         decimals: 1,
     },
     Metric {
+        key: "hvm.dm_cpu_ms_per_mb",
+        label: "device-model CPU ms per MB",
+        get: |s| s.hvm.as_ref().and_then(|h| h.dm_cpu_ms_per_mb()),
+        ratios: false,
+        decimals: 1,
+    },
+    Metric {
         key: "hvm.csw_per_frame",
         label: "context switches per data frame (device model + vCPU)",
         get: |s| s.hvm.as_ref().and_then(|h| h.csw_per_frame()),
