@@ -184,6 +184,33 @@ impl HvmSample {
     }
 }
 
+/// The HVM counters of run `id` once settled: [`SETTLE`] after now, and again (up to
+/// [`SETTLE_TRIES`] times) while a guest has not reported yet, as on a loaded host after boot.
+pub fn settled_counters(id: &str) -> Option<HvmCounters> {
+    settled_stat(id).and_then(|st| HvmCounters::of_stat(&st))
+}
+
+/// Attempts of [`settled_stat`].
+pub const SETTLE_TRIES: usize = 8;
+
+/// `pvnet stat` of run `id` [`SETTLE`] after now, retried while the HVM counters are not all
+/// there yet; the last answer (or None) after [`SETTLE_TRIES`].
+pub fn settled_stat(id: &str) -> Option<Value> {
+    let mut last = None;
+    for _ in 0..SETTLE_TRIES {
+        std::thread::sleep(SETTLE);
+        let st = crate::admin::stat(id).ok();
+        if st
+            .as_ref()
+            .is_some_and(|s| HvmCounters::of_stat(s).is_some())
+        {
+            return st;
+        }
+        last = st.or(last);
+    }
+    last
+}
+
 /// The device-model pids of a `pvnet stat` answer.
 pub fn dm_pids(stat: &Value) -> Vec<i32> {
     (stat["hvm"].as_array().into_iter().flatten())

@@ -259,8 +259,8 @@ fn measure(
     let hvm_before = match hvm_exit_cost {
         Some(_) => {
             // Every process's report after its boot (and any frame before the stream).
-            std::thread::sleep(hvm::SETTLE);
-            let st = crate::admin::stat(&info.id).context("the HVM counters before the stream")?;
+            let st = hvm::settled_stat(&info.id)
+                .ok_or_else(|| anyhow!("no `pvnet stat` for the HVM counters before the stream"))?;
             let dms = hvm::dm_pids(&st);
             all.extend(&dms);
             Some((HvmCounters::of_stat(&st), dms))
@@ -391,8 +391,7 @@ fn measure(
     // receive path, so only the total means anything.
     if let (Some(exit_cost_ns), Some((before, dms))) = (hvm_exit_cost, &hvm_before) {
         // The last report of every HVM process after the stream's last frame.
-        std::thread::sleep(hvm::SETTLE);
-        s.stat = crate::admin::stat(&info.id).unwrap_or_default();
+        s.stat = hvm::settled_stat(&info.id).unwrap_or_default();
         match (before, HvmCounters::of_stat(&s.stat)) {
             (Some(b), Some(a)) => {
                 s.hvm = Some(HvmSample {
