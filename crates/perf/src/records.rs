@@ -9,8 +9,8 @@
 //! little-endian, the rest the [`pattern`] at stream offset `i * size + 8` onwards (so every
 //! record's body differs from its neighbours'). One record is in flight at a time: the client
 //! sends record `i`, waits for its acknowledgement, then waits for record `i + 1`'s slot in the
-//! schedule (`start + (i + 1) / rate`); a record whose slot has passed is sent at once and
-//! counted as late. The server reads each record whole, compares every byte with what record
+//! schedule (`start + (i + 1) / rate`); a record whose slot has passed is sent at once, and
+//! counted as late when it is more than one interval behind. The server reads each record whole, compares every byte with what record
 //! `i` must hold, and answers a 16-byte [`Ack`]: the sequence number it expected, the bytes
 //! that differed (saturating at `u32::MAX`), and [`ACK_MAGIC`]. After the last acknowledgement
 //! the client shuts down its write side; the server answers one JSON line ([`RecordsReport`])
@@ -180,7 +180,7 @@ pub struct RecordsResult {
     pub acked: u64,
     /// Records the server found corrupt (its acknowledgement counted mismatched bytes).
     pub nacked: u64,
-    /// Records sent after their slot in the schedule had passed.
+    /// Records sent more than one interval after their slot in the schedule.
     pub late: u64,
     /// From the first record's send to the last acknowledgement.
     pub seconds: f64,

@@ -13,10 +13,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// How long after a stream the bench waits before reading the HVM counters: one reporting
-/// period and a margin.
-pub const SETTLE: Duration =
-    Duration::from_millis(pvnet_hvm::process::STATS_EVERY.as_millis() as u64 + 150);
+/// How long after a stream the bench waits before reading the HVM counters: the processes
+/// look at their report clock ([`pvnet_hvm::process::STATS_EVERY`]) when their loop wakes, at
+/// the latest every tick ([`pvnet_hvm::dm::TICK`], [`pvnet_hvm::guest::TICK`]), so two reports
+/// are at most a period and a tick apart; and a margin.
+pub const SETTLE: Duration = Duration::from_millis(
+    (pvnet_hvm::process::STATS_EVERY.as_millis() + pvnet_hvm::dm::TICK.as_millis()) as u64 + 150,
+);
 
 /// The HVM guests' counters summed over the guests (one snapshot of `pvnet stat`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
