@@ -181,7 +181,8 @@ enum Cmd {
         #[arg(long)]
         duration: Option<f64>,
     },
-    /// The traffic tool: a TCP stream, a TCP request/response and a UDP stream test (netperf-like).
+    /// The traffic tool: a TCP stream, a TCP request/response, a UDP stream and a paced records
+    /// test (netperf-like).
     Perf {
         #[command(subcommand)]
         cmd: PerfCmd,
@@ -281,7 +282,7 @@ impl LroArgs {
 
 #[derive(Subcommand)]
 enum PerfCmd {
-    /// Accept connections and serve stream, request/response and UDP stream tests.
+    /// Accept connections and serve stream, request/response, UDP stream and records tests.
     Server {
         #[arg(long, default_value = "0.0.0.0:5201")]
         bind: SocketAddr,
