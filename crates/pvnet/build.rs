@@ -1,13 +1,22 @@
 //! Embeds the git revision the binary is built from (`PVNET_REVISION`), for the bench report;
 //! "unknown" outside a git checkout. A tree with uncommitted changes gets a `-dirty` suffix.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::Command;
+
+/// The package's directory, as cargo tells this run of the script: read at run time, not
+/// compiled in, so a build script binary reused from another checkout (a worktree whose target
+/// directory was seeded from another's) still asks git about this checkout.
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
+}
 
 fn git(args: &[&str]) -> Option<String> {
     let o = Command::new("git")
         .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(manifest_dir())
         .output()
         .ok()?;
     o.status
@@ -32,7 +41,7 @@ fn main() {
     // Rebuild when HEAD moves (a commit, a checkout) or the sources change.
     for p in ["HEAD", "logs/HEAD", "index"] {
         if let Some(path) = git(&["rev-parse", "--git-path", p]) {
-            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+            let path = manifest_dir().join(path);
             if path.exists() {
                 println!("cargo:rerun-if-changed={}", path.display());
             }

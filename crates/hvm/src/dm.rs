@@ -100,6 +100,10 @@ pub struct DmStats {
     pub net_errors: u64,
     /// CPU time of the thread running the loop, in nanoseconds (at the last tick or stop).
     pub cpu_ns: u64,
+    /// The device-model process's CPU time and context switches (the process reports them;
+    /// zero when the model runs as a thread).
+    #[serde(default)]
+    pub process: crate::ProcessUsage,
     /// The ioreq server's counters (its refusals by reason).
     pub server: ServerStats,
     /// The foreign mapping's counters.

@@ -91,6 +91,10 @@ pub struct GuestStats {
     pub vcpu: VcpuStats,
     /// The driver's own counters.
     pub driver: DriverCounters,
+    /// The guest process's (vCPU thread and its stack's) CPU time and context switches (the
+    /// process reports them; zero when the guest runs as a thread).
+    #[serde(default)]
+    pub process: crate::ProcessUsage,
 }
 
 /// Why the probe failed, as an error.

@@ -49,7 +49,7 @@ pub mod vcpu;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use pvnet_hv::ioreq::SharedPlain;
-use pvnet_ne2000::direct::Path;
+pub use pvnet_ne2000::direct::Path;
 use pvnet_ne2000::{Class, SharedRegs};
 use serde::{Deserialize, Serialize};
 
@@ -100,25 +100,6 @@ pub fn path_from_code(code: u32) -> Option<Path> {
         1 => Some(Path::Fast(Class::Seed)),
         2 => Some(Path::Fast(Class::Max)),
         _ => None,
-    }
-}
-
-/// Parses `original`, `seed` or `max` (the `--hvm-path` values).
-pub fn parse_path(s: &str) -> Option<Path> {
-    match s {
-        "original" => Some(Path::Original),
-        "seed" => Some(Path::Fast(Class::Seed)),
-        "max" => Some(Path::Fast(Class::Max)),
-        _ => None,
-    }
-}
-
-/// The name [`parse_path`] takes.
-pub fn path_name(path: Path) -> &'static str {
-    match path {
-        Path::Original => "original",
-        Path::Fast(Class::Seed) => "seed",
-        Path::Fast(Class::Max) => "max",
     }
 }
 
@@ -192,6 +173,33 @@ pub fn thread_cpu_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// What the kernel counts of a whole process (all its threads), from `getrusage(RUSAGE_SELF)`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessUsage {
+    /// User + system CPU time, nanoseconds.
+    pub cpu_ns: u64,
+    /// Context switches: the process gave up the CPU (blocked: `ru_nvcsw`), and was taken
+    /// off it (preempted: `ru_nivcsw`).
+    pub csw_voluntary: u64,
+    pub csw_involuntary: u64,
+}
+
+/// The calling process's [`ProcessUsage`] (all zero if `getrusage` fails).
+pub fn process_usage() -> ProcessUsage {
+    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
+        .map(|u| {
+            let ns = |t: nix::sys::time::TimeVal| {
+                t.tv_sec() as u64 * 1_000_000_000 + t.tv_usec() as u64 * 1000
+            };
+            ProcessUsage {
+                cpu_ns: ns(u.user_time()) + ns(u.system_time()),
+                csw_voluntary: u.voluntary_context_switches().max(0) as u64,
+                csw_involuntary: u.involuntary_context_switches().max(0) as u64,
+            }
+        })
+        .unwrap_or_default()
+}
+
 /// CPU time (user + system) the whole process has used, in nanoseconds (`getrusage`).
 pub fn process_cpu_ns() -> u64 {
     nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
@@ -210,22 +218,28 @@ mod tests {
 
     #[test]
     fn path_codes_round_trip_and_garbage_is_original() {
-        for p in [
-            Path::Original,
-            Path::Fast(Class::Seed),
-            Path::Fast(Class::Max),
-        ] {
+        for p in Path::ALL {
             assert_eq!(path_from_code(path_code(p)), Some(p));
-            assert_eq!(parse_path(path_name(p)), Some(p));
         }
         assert_eq!(path_from_code(3), None);
-        assert_eq!(parse_path("fast"), None);
         let s = HvmShared::default();
         assert_eq!(s.path(), (Path::Original, true));
         s.set_path(Path::Fast(Class::Max));
         assert_eq!(s.path(), (Path::Fast(Class::Max), true));
         s.set_path_raw(0xdead);
         assert_eq!(s.path(), (Path::Original, false));
+    }
+
+    #[test]
+    fn process_usage_counts_this_process() {
+        let a = process_usage();
+        // Sleeping blocks: at least one voluntary switch each time.
+        for _ in 0..3 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let b = process_usage();
+        assert!(b.csw_voluntary >= a.csw_voluntary + 3, "{a:?} {b:?}");
+        assert!(b.cpu_ns >= a.cpu_ns);
     }
 
     #[test]

@@ -171,7 +171,8 @@ fn dm_booted(sock: &OwnedFd) -> Result<()> {
     let mut last = Instant::now();
     let report = |dm: &DeviceModel<SeqPacketPort>| {
         let mut s = dm.stats();
-        s.cpu_ns = crate::process_cpu_ns();
+        s.process = crate::process_usage();
+        s.cpu_ns = s.process.cpu_ns;
         FromDm::Stats(Box::new(s))
     };
     dm.run(Some(sock.as_fd()), |dm, wake| {
@@ -276,7 +277,11 @@ fn hvm_booted(sock: &OwnedFd) -> Result<()> {
     crate::port::set_nonblocking(sock.as_fd())?;
     ctl::send(sock.as_fd(), &FromHvm::Ready, &[])?;
     let mut last = Instant::now();
-    let report = |g: &HvmGuest<TapStack>| FromHvm::Stats(Box::new(g.stats()));
+    let report = |g: &HvmGuest<TapStack>| {
+        let mut s = g.stats();
+        s.process = crate::process_usage();
+        FromHvm::Stats(Box::new(s))
+    };
     guest.run(Some(sock.as_fd()), |g, wake| {
         if wake == Wake::Control {
             loop {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use pvnet_hvm::dm::DmStats;
 use pvnet_hvm::guest::GuestStats;
-use pvnet_hvm::{path_name, PortCounts};
+use pvnet_hvm::PortCounts;
 use pvnet_ne2000::direct::Path;
 use pvnet_ne2000::Class;
 
@@ -123,7 +123,7 @@ fn frames_of_every_size_cross_both_ways_intact_on_every_path() {
         println!(
             "{}: {n} frames each way; exits {} ioreqs {} served at trap {}; ring full {} \
              holds {} wakes from vCPU {} from completions {}; interrupts sent {} taken {}",
-            path_name(path),
+            path.name(),
             g.vcpu.exits.total(),
             g.vcpu.ioreqs,
             g.vcpu.served_at_trap,
@@ -294,7 +294,7 @@ fn exits_per_packet_are_equal_on_every_path_and_fast_paths_forward_fewer() {
                 assert_eq!(exits.total(), ioreqs + served);
                 println!(
                     "{:<9} {:>7} {:>3} | {:>6.2} {:>7.2} {:>7.2} {:>9.2} | {:>43} | {:>9.1}",
-                    path_name(path),
+                    path.name(),
                     exit_ns,
                     if tx { "tx" } else { "rx" },
                     exits.total() as f64 / n as f64,

@@ -3,18 +3,91 @@
 //! For tests and benchmarks; the real processes put an ioreq page between the two halves.
 
 use std::collections::VecDeque;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
 
 use crate::driver::PortIo;
 use crate::trap::{trap_access, trap_rep, Class, TrapOutcome, TrapStats};
 use crate::{Access, Card, Completion, RxAccepted, RxRefused, SharedRegs, Width};
 
-/// Which path guest accesses take.
+/// Which path guest accesses take. Named `original`, `seed` and `max` wherever a user or a
+/// file names it (`--hvm-path`, the daemon's configuration, `pvnet stat`): [`FromStr`] and
+/// [`Display`] are the one mapping, and serde writes and reads the same names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Path {
     /// Every access to the device model.
     Original,
     /// The trap handler first, with this classification; the device model for the rest.
     Fast(Class),
+}
+
+impl Path {
+    /// Every path, in the order the documentation gives them.
+    pub const ALL: [Path; 3] = [
+        Path::Original,
+        Path::Fast(Class::Seed),
+        Path::Fast(Class::Max),
+    ];
+
+    /// The path's name: `original`, `seed` or `max`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Path::Original => "original",
+            Path::Fast(Class::Seed) => "seed",
+            Path::Fast(Class::Max) => "max",
+        }
+    }
+}
+
+impl Default for Path {
+    /// The original path: what an unmodified Xen does.
+    fn default() -> Self {
+        Path::Original
+    }
+}
+
+/// A name that is no [`Path`]'s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownPath(pub String);
+
+impl fmt::Display for UnknownPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no HVM path {:?}: original, seed or max", self.0)
+    }
+}
+
+impl std::error::Error for UnknownPath {}
+
+impl FromStr for Path {
+    type Err = UnknownPath;
+
+    fn from_str(s: &str) -> Result<Path, UnknownPath> {
+        Path::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| UnknownPath(s.to_string()))
+    }
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for Path {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Path {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Path, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// A card, its shared registers, and the path between a guest driver and them.
@@ -165,4 +238,26 @@ pub fn linux_init(mac: [u8; 6]) -> Vec<Access> {
         v.push(Access::outb(p, x));
     }
     v
+}
+
+#[cfg(test)]
+mod path_tests {
+    use super::*;
+
+    #[test]
+    fn path_names_parse_print_and_serialize_alike() {
+        for p in Path::ALL {
+            assert_eq!(p.name().parse::<Path>(), Ok(p));
+            assert_eq!(p.to_string(), p.name());
+            let json = serde_json::to_string(&p).unwrap();
+            assert_eq!(json, format!("\"{}\"", p.name()));
+            assert_eq!(serde_json::from_str::<Path>(&json).unwrap(), p);
+        }
+        assert_eq!(Path::default(), Path::Original);
+        let e = "fast".parse::<Path>().unwrap_err();
+        assert_eq!(e, UnknownPath("fast".into()));
+        assert!(e.to_string().contains("original, seed or max"), "{e}");
+        assert!(serde_json::from_str::<Path>("\"Seed\"").is_err());
+        assert!(serde_json::from_str::<Path>("1").is_err());
+    }
 }

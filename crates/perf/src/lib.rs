@@ -5,19 +5,23 @@
 //! * [`stream`] — TCP_STREAM-like bulk transfer, verified byte-exact by the receiver.
 //! * [`rr`] — TCP_RR-like request/response with a bounded-memory latency histogram.
 //! * [`udp`] — UDP_STREAM-like fixed-size datagrams, paced, each verified and counted alone.
-//! * [`server`] — the receiving side of all three tests.
+//! * [`records`] — paced records of one size over TCP, each verified and acknowledged (the
+//!   HVM paper's Fig. 6 workload).
+//! * [`server`] — the receiving side of all four tests.
 //! * [`cpu`] — `/proc/stat`, per-process CPU time, TSC; cycles per byte without hardware counters.
 
 pub mod cpu;
 pub mod pattern;
 pub mod ping;
 pub mod proto;
+pub mod records;
 pub mod rr;
 pub mod server;
 pub mod stream;
 pub mod udp;
 
 pub use cpu::{CpuDelta, CpuSample, CpuTimes};
+pub use records::{records_send, RecordOpts, RecordsReport, RecordsResult};
 pub use rr::{rr_client, rr_steps, LatencyHistogram, RrOpts, RrReport, RrSession, RrSlice};
 pub use server::{bind_listener, serve, serve_on, RrSummary, ServerEvent, ServerOpts};
 pub use stream::{

@@ -5,11 +5,11 @@
 //! | bytes  | field                                                  |
 //! |--------|--------------------------------------------------------|
 //! | 0..8   | magic `b"PVNETPF1"`                                     |
-//! | 8..12  | kind: 1 = stream, 2 = request/response, 3 = UDP stream  |
-//! | 12..16 | stream: bytes per write; rr: request size; udp: datagram size |
-//! | 16..20 | stream: 0; rr: response size; udp: test id             |
-//! | 20..24 | planned duration in milliseconds (informational; udp: 0 = none) |
-//! | 24..32 | stream: byte limit, 0 = none; rr: 0; udp: datagram limit, 0 = none |
+//! | 8..12  | kind: 1 = stream, 2 = request/response, 3 = UDP stream, 4 = records |
+//! | 12..16 | stream: bytes per write; rr: request size; udp: datagram size; records: record size |
+//! | 16..20 | stream: 0; rr: response size; udp: test id; records: 0 |
+//! | 20..24 | planned duration in milliseconds (informational; udp: 0 = none; records: 0) |
+//! | 24..32 | stream: byte limit, 0 = none; rr: 0; udp: datagram limit, 0 = none; records: count |
 //!
 //! Stream: after the hello the client sends pattern bytes from stream offset 0 (see
 //! [`crate::pattern`]), then shuts down its write side; the server answers with one JSON line
@@ -19,6 +19,8 @@
 //! little-endian transaction sequence number (0, 1, 2, ...), the rest pattern bytes. The server
 //! answers with `rsp_size` bytes whose first `min(8, req_size, rsp_size)` bytes echo the
 //! sequence bytes of the request, the rest pattern bytes. The client closes to end the test.
+//!
+//! Records: paced records of one size, each acknowledged; see [`crate::records`].
 //!
 //! UDP: the TCP connection is the test's control channel; the datagrams and the rest of the
 //! exchange (ready, stop, report) are described in [`crate::udp`].
@@ -33,6 +35,8 @@ pub const KIND_STREAM: u32 = 1;
 pub const KIND_RR: u32 = 2;
 /// Kind value of a UDP stream test.
 pub const KIND_UDP: u32 = 3;
+/// Kind value of a records test.
+pub const KIND_RECORDS: u32 = 4;
 /// Largest accepted message, request or response size (16 MiB).
 pub const MAX_MSG: u32 = 16 << 20;
 /// Largest UDP payload over IPv4: 65535 (IP total length) - 20 (IP header) - 8 (UDP header).
@@ -65,6 +69,13 @@ pub enum Hello {
         /// 0 = no limit.
         max_datagrams: u64,
     },
+    /// Records of one size, each acknowledged ([`crate::records`]).
+    Records {
+        /// Bytes per record, 1..=[`MAX_MSG`].
+        size: u32,
+        /// Records, 1..=[`crate::records::MAX_RECORDS`].
+        count: u64,
+    },
 }
 
 /// Why a hello was rejected.
@@ -78,6 +89,8 @@ pub enum HelloError {
     BadSize(u32),
     #[error("datagram size {0} out of range 1..={MAX_DATAGRAM}")]
     BadDatagramSize(u32),
+    #[error("record count {0} out of range 1..={max}", max = crate::records::MAX_RECORDS)]
+    BadRecordCount(u64),
 }
 
 fn check_size(v: u32) -> Result<u32, HelloError> {
@@ -108,6 +121,7 @@ impl Hello {
                 duration_ms,
                 max_datagrams,
             } => (KIND_UDP, size, test_id, duration_ms, max_datagrams),
+            Hello::Records { size, count } => (KIND_RECORDS, size, 0, 0, count),
         };
         let mut h = [0u8; HELLO_LEN];
         h[0..8].copy_from_slice(&MAGIC);
@@ -152,6 +166,16 @@ impl Hello {
                     max_datagrams: u64::from_le_bytes(lim),
                 })
             }
+            KIND_RECORDS => {
+                let count = u64::from_le_bytes(lim);
+                if !(1..=crate::records::MAX_RECORDS).contains(&count) {
+                    return Err(HelloError::BadRecordCount(count));
+                }
+                Ok(Hello::Records {
+                    size: check_size(u32_at(12))?,
+                    count,
+                })
+            }
             k => Err(HelloError::UnknownKind(k)),
         }
     }
@@ -185,6 +209,10 @@ mod tests {
                 duration_ms: 0,
                 max_datagrams: 12345,
             },
+            Hello::Records {
+                size: MAX_MSG,
+                count: crate::records::MAX_RECORDS,
+            },
         ] {
             assert_eq!(Hello::decode(&h.encode()), Ok(h));
         }
@@ -207,6 +235,14 @@ mod tests {
             u[12..16].copy_from_slice(&bad.to_le_bytes());
             assert_eq!(Hello::decode(&u), Err(HelloError::BadDatagramSize(bad)));
         }
+        let mut rec = Hello::Records { size: 1, count: 1 }.encode();
+        for bad in [0, crate::records::MAX_RECORDS + 1] {
+            rec[24..32].copy_from_slice(&bad.to_le_bytes());
+            assert_eq!(Hello::decode(&rec), Err(HelloError::BadRecordCount(bad)));
+        }
+        rec[24..32].copy_from_slice(&1u64.to_le_bytes());
+        rec[12..16].copy_from_slice(&0u32.to_le_bytes());
+        assert_eq!(Hello::decode(&rec), Err(HelloError::BadSize(0)));
         b[8] = 9;
         assert_eq!(Hello::decode(&b), Err(HelloError::UnknownKind(9)));
         b[0] = b'X';

@@ -1,4 +1,4 @@
-//! The receiving side of stream, request/response and UDP stream tests.
+//! The receiving side of stream, request/response, UDP stream and records tests.
 
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -13,6 +13,7 @@ use nix::sys::socket::{
 use serde::{Deserialize, Serialize};
 
 use crate::proto::{Hello, HELLO_LEN};
+use crate::records::{self, RecordsReport};
 use crate::{rr, stream, udp, StreamReport, UdpReport};
 
 /// A connection that sends nothing for this long is dropped.
@@ -43,6 +44,8 @@ pub enum ServerEvent {
     Rr(RrSummary),
     /// A UDP stream test ended; this report was also sent to the client.
     Udp(UdpReport),
+    /// A records test ended; this report was also sent to the client.
+    Records(RecordsReport),
     /// A connection was rejected (bad hello) or failed; the server keeps serving
     /// unless `once` was set and the hello was valid.
     Error {
@@ -154,5 +157,8 @@ fn handle(sock: &mut TcpStream) -> Result<ServerEvent, ConnError> {
         )
         .map(ServerEvent::Udp)
         .map_err(|e| ConnError::Test(e.into())),
+        Hello::Records { size, count } => records::receive(sock, size as usize, count)
+            .map(ServerEvent::Records)
+            .map_err(|e| ConnError::Test(e.into())),
     }
 }

@@ -24,12 +24,12 @@ pub enum AdminRequest {
     Capture {
         guest: usize,
     },
-    /// Flips every HVM domain's port-I/O path (`original`, `seed`, `max`) in its ioreq page.
-    HvmPath(String),
     /// Restarts the driver domain (`pvnet restart-dd`): answered with
     /// [`AdminReply::Restarting`] once the old one is gone and the new one's ports are open;
     /// the frontends reconnect after (`stat`'s `restart`).
     RestartDd,
+    /// Flips every HVM domain's port-I/O path in its ioreq page.
+    HvmPath(pvnet_hvm::Path),
 }
 
 /// `pvnet set`'s changes, parsed by the command (the daemon receives types, not strings).
@@ -84,10 +84,13 @@ pub enum AdminReply {
     /// reply.
     Capture { port: String },
     /// `HvmPath` applied to this many HVM domains.
-    HvmPath { path: String, domains: usize },
     /// `RestartDd`: the driver domain was replaced; this many backends went away, whose
     /// frontends are reconnecting.
     Restarting { vifs: usize },
+    HvmPath {
+        path: pvnet_hvm::Path,
+        domains: usize,
+    },
     /// The request was refused, and nothing changed.
     Error(String),
 }

@@ -66,9 +66,9 @@ pub struct DaemonConfig {
     /// HVM guests on the emulated NE2000, after the PV guests.
     #[serde(default)]
     pub hvm: usize,
-    /// Their port-I/O path: `original`, `seed` or `max`.
-    #[serde(default = "default_hvm_path")]
-    pub hvm_path: String,
+    /// Their port-I/O path (written as `original`, `seed` or `max`).
+    #[serde(default)]
+    pub hvm_path: pvnet_hvm::Path,
     /// Modelled cost of one VM exit, nanoseconds.
     #[serde(default)]
     pub exit_cost_ns: u64,
@@ -76,10 +76,6 @@ pub struct DaemonConfig {
 
 fn default_mtu() -> u32 {
     DEFAULT_MTU
-}
-
-fn default_hvm_path() -> String {
-    "original".into()
 }
 
 fn yes() -> bool {
@@ -165,7 +161,7 @@ impl Default for DaemonConfig {
             grant: pvnet_dd::netback::Mechanism::Copy,
             mtu: DEFAULT_MTU,
             hvm: 0,
-            hvm_path: default_hvm_path(),
+            hvm_path: pvnet_hvm::Path::Original,
             exit_cost_ns: 0,
         }
     }

@@ -627,8 +627,7 @@ impl Daemon {
     /// its device model's network side on the bridge.
     fn create_hvm_guest(&mut self, i: usize) -> Result<()> {
         let dom = i as u16 + 1;
-        let path = pvnet_hvm::parse_path(&self.cfg.hvm_path)
-            .ok_or_else(|| anyhow!("--hvm-path {:?}: original, seed or max", self.cfg.hvm_path))?;
+        let path = self.cfg.hvm_path;
         let c = hvm::create(
             dom,
             i,
@@ -1414,20 +1413,17 @@ impl Daemon {
                 Ok(()) => AdminReply::Set(self.settings()),
                 Err(e) => AdminReply::Error(format!("{e:#}")),
             },
-            AdminRequest::HvmPath(p) => match pvnet_hvm::parse_path(&p) {
-                Some(path) => {
-                    // The vCPUs read the selector at their next exit.
-                    for h in self.hvms.values() {
-                        h.shared.set_path(path);
-                    }
-                    self.cfg.hvm_path = p.clone();
-                    AdminReply::HvmPath {
-                        path: p,
-                        domains: self.hvms.len(),
-                    }
+            AdminRequest::HvmPath(path) => {
+                // The vCPUs read the selector at their next exit.
+                for h in self.hvms.values() {
+                    h.shared.set_path(path);
                 }
-                None => AdminReply::Error(format!("no HVM path {p:?}: original, seed or max")),
-            },
+                self.cfg.hvm_path = path;
+                AdminReply::HvmPath {
+                    path,
+                    domains: self.hvms.len(),
+                }
+            }
         };
         let c = self.admin_conns.get(&id).expect("present");
         let fds: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();

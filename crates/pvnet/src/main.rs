@@ -111,8 +111,8 @@ enum Cmd {
         /// The HVM guests' port-I/O path: `original` (every access to the device model),
         /// `seed` (the paper's trap handler) or `max` (everything that needs no card memory
         /// at the trap).
-        #[arg(long, default_value = "original", value_parser = ["original", "seed", "max"])]
-        hvm_path: String,
+        #[arg(long, default_value = "original", value_parser = hvm_path_parser())]
+        hvm_path: pvnet_hvm::Path,
         /// Modelled cost of one VM exit in nanoseconds (spent by the HVM vCPU per port access).
         #[arg(long, default_value_t = 0)]
         exit_cost_ns: u64,
@@ -134,8 +134,8 @@ enum Cmd {
         #[arg(long, value_parser = on_off)]
         bo: Option<bool>,
         /// The HVM guests' port-I/O path, flipped live: `original`, `seed` or `max`.
-        #[arg(long, value_parser = ["original", "seed", "max"])]
-        hvm_path: Option<String>,
+        #[arg(long, value_parser = hvm_path_parser())]
+        hvm_path: Option<pvnet_hvm::Path>,
     },
     /// Stop a run and remove everything it created.
     Down {
@@ -197,7 +197,8 @@ enum Cmd {
         #[arg(long)]
         duration: Option<f64>,
     },
-    /// The traffic tool: a TCP stream, a TCP request/response and a UDP stream test (netperf-like).
+    /// The traffic tool: a TCP stream, a TCP request/response, a UDP stream and a paced records
+    /// test (netperf-like).
     Perf {
         #[command(subcommand)]
         cmd: PerfCmd,
@@ -300,7 +301,7 @@ impl LroArgs {
 
 #[derive(Subcommand)]
 enum PerfCmd {
-    /// Accept connections and serve stream, request/response and UDP stream tests.
+    /// Accept connections and serve stream, request/response, UDP stream and records tests.
     Server {
         #[arg(long, default_value = "0.0.0.0:5201")]
         bind: SocketAddr,
@@ -360,6 +361,25 @@ enum PerfCmd {
         #[arg(long)]
         duration: Option<f64>,
     },
+    /// Records of one size sent on a schedule, one in flight, each verified and acknowledged by
+    /// the server (the HVM paper's Fig. 6 workload: 2000 records at 50 per second); prints the
+    /// throughput and the time per record as JSON; fails unless every record came back
+    /// acknowledged intact.
+    Records {
+        to: String,
+        #[arg(long, default_value_t = 5201)]
+        port: u16,
+        /// Bytes per record: `1024`, `64K`, `1M` (at most 16 MiB).
+        #[arg(long, value_parser = pvnet_perf::records::parse_size)]
+        size: usize,
+        /// Records to send.
+        #[arg(long, default_value_t = pvnet_perf::records::SEED_COUNT)]
+        count: u64,
+        /// Records per second the schedule asks for; 0: each as soon as the last one is
+        /// acknowledged.
+        #[arg(long, default_value_t = pvnet_perf::records::SEED_RATE)]
+        rate: f64,
+    },
     /// Fixed-size UDP datagrams, each verified by the receiver; prints the sender's counts and
     /// the receiver's report as JSON; fails if any datagram arrived corrupt (loss is reported).
     UdpStream {
@@ -383,6 +403,27 @@ enum PerfCmd {
         #[arg(long)]
         bytes: Option<u64>,
     },
+}
+
+/// `--hvm-path`'s parser: the names of [`pvnet_hvm::Path::ALL`] as clap's possible values
+/// (listed in `--help` and in the error for any other word), parsed into the path.
+fn hvm_path_parser() -> impl clap::builder::TypedValueParser<Value = pvnet_hvm::Path> {
+    use clap::builder::{PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(pvnet_hvm::Path::ALL.map(pvnet_hvm::Path::name)).map(|s| {
+        s.parse::<pvnet_hvm::Path>()
+            .expect("clap admits only the names of Path::ALL")
+    })
+}
+
+/// `pvnet perf records`' options, checked (a rate of 0 is no schedule).
+fn records_opts(size: usize, count: u64, rate: f64) -> Result<pvnet_perf::RecordOpts> {
+    let opts = pvnet_perf::RecordOpts {
+        size,
+        count,
+        rate: (rate != 0.0).then_some(rate),
+    };
+    opts.check()?;
+    Ok(opts)
 }
 
 fn need_root(what: &str) -> Result<()> {
@@ -837,7 +878,9 @@ fn print_stat(v: &serde_json::Value) {
         flat("  dm", &h["device_model"]);
         flat("  dm card", &h["device_model"]["card"]);
         flat("  dm ioreq", &h["device_model"]["server"]);
+        flat("  dm process", &h["device_model"]["process"]);
         flat("  guest", &h["guest"]);
+        flat("  guest process", &h["guest"]["process"]);
         flat("  vcpu", &h["guest"]["vcpu"]);
         flat("  driver", &h["guest"]["driver"]);
     }
@@ -860,6 +903,9 @@ fn perf(cmd: PerfCmd) -> Result<()> {
                     r.transactions, r.seconds
                 ),
                 server::ServerEvent::Udp(r) => {
+                    println!("{}", serde_json::to_string(&r).unwrap_or_default())
+                }
+                server::ServerEvent::Records(r) => {
                     println!("{}", serde_json::to_string(&r).unwrap_or_default())
                 }
                 server::ServerEvent::Error { peer, message } => {
@@ -966,6 +1012,28 @@ fn perf(cmd: PerfCmd) -> Result<()> {
                 }
             }
         }
+        PerfCmd::Records {
+            to,
+            port,
+            size,
+            count,
+            rate,
+        } => {
+            let opts = records_opts(size, count, rate)?;
+            let r = pvnet_perf::records_send(resolve(&to, port)?, &opts)?;
+            println!("{}", serde_json::to_string(&r)?);
+            if !r.intact() {
+                bail!(
+                    "records not intact: {} of {count} sent, {} acknowledged, {} found corrupt; the server verified {} with {} bad bytes",
+                    r.sent,
+                    r.acked,
+                    r.nacked,
+                    r.receiver.records,
+                    r.receiver.mismatches
+                );
+            }
+            Ok(())
+        }
         PerfCmd::UdpStream {
             to,
             port,
@@ -996,6 +1064,66 @@ fn perf(cmd: PerfCmd) -> Result<()> {
                 bail!("{} datagrams arrived corrupt", out.receiver.corrupt);
             }
             Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("pvnet").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn hvm_path_is_parsed_once_into_the_enum() {
+        use pvnet_hvm::Path;
+        use pvnet_ne2000::Class;
+        let Cmd::Up { hvm_path, .. } = parse(&["up", "--hvm", "1"]).unwrap().cmd else {
+            panic!("not up");
+        };
+        assert_eq!(hvm_path, Path::Original);
+        let Cmd::Up { hvm_path, .. } = parse(&["up", "--hvm-path", "max"]).unwrap().cmd else {
+            panic!("not up");
+        };
+        assert_eq!(hvm_path, Path::Fast(Class::Max));
+        let Cmd::Set { hvm_path, .. } = parse(&["set", "--hvm-path", "seed"]).unwrap().cmd else {
+            panic!("not set");
+        };
+        assert_eq!(hvm_path, Some(Path::Fast(Class::Seed)));
+        let e = parse(&["set", "--hvm-path", "fast"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("original, seed, max"), "{e}");
+    }
+
+    #[test]
+    fn records_arguments() {
+        let Cmd::Perf {
+            cmd: PerfCmd::Records {
+                size, count, rate, ..
+            },
+        } = parse(&["perf", "records", "10.0.0.1", "--size", "64K"])
+            .unwrap()
+            .cmd
+        else {
+            panic!("not perf records");
+        };
+        assert_eq!((size, count, rate), (65536, 2000, 50.0));
+        let opts = records_opts(size, 5, 0.0).unwrap();
+        assert_eq!(opts.rate, None);
+        assert_eq!(records_opts(size, 5, 20.0).unwrap().rate, Some(20.0));
+        assert!(records_opts(size, 0, 50.0).is_err());
+        assert!(records_opts(size, 5, -1.0).is_err());
+        for bad in [
+            &["perf", "records", "h"][..],
+            &["perf", "records", "h", "--size", "0"],
+            &["perf", "records", "h", "--size", "17M"],
+            &["perf", "records", "h", "--size", "1K", "--count", "-3"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -7,6 +7,8 @@ use pvnet_dd::{lro, switch};
 
 use crate::admin::{LroChange, SetRequest};
 use crate::config::{DaemonConfig, LroSettings, Mode};
+use pvnet_hvm::Path;
+use pvnet_ne2000::Class;
 
 /// The receiving CPU (driver domain, guests, receivers) and the sending CPU (the remote
 /// host's sender), as the papers measured: a receiving machine and a sending machine.
@@ -162,10 +164,16 @@ pub fn describe(config: &str) -> String {
         return config.to_string();
     };
     let base = name.base;
+    let (base, exit_cost_ns) = split_exit_cost(base).unwrap_or((base, 0));
     let mut d = match CONFIGS.iter().chain(&EXTRA).find(|(n, _)| *n == base) {
         Some((_, d)) => d.to_string(),
         None => format!("LRO with flush policy {base}"),
     };
+    if exit_cost_ns > 0 {
+        d.push_str(&format!(
+            "; {exit_cost_ns} ns of CPU spent on every VM exit"
+        ));
+    }
     if name.dir == Direction::Tx {
         d.push_str("; the stream from the guest to the remote host");
     }
@@ -186,7 +194,7 @@ pub fn is_pv(config: &str) -> bool {
 /// The daemon settings of a configuration.
 pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
     let name = Name::parse(config)?;
-    let config = name.base;
+    let (config, exit_cost_ns) = split_exit_cost(name.base)?;
     let lro = |p: &str| -> Result<Option<LroSettings>> {
         let policy = p
             .parse()
@@ -227,17 +235,16 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         }
     };
     // An HVM configuration's guests are HVM guests (no PV guest).
-    let hvm_path = match config {
-        "hvm" => Some("original"),
-        "hvm-seed" => Some("seed"),
-        "hvm-fast" => Some("max"),
-        _ => None,
-    };
+    let hvm_path = hvm_path(config);
+    if exit_cost_ns > 0 && hvm_path.is_none() {
+        bail!("configuration {config:?}: {EXIT_SUFFIX}N is for the HVM configurations (hvm, hvm-seed, hvm-fast)");
+    }
     Ok(DaemonConfig {
         mode,
         guests: if hvm_path.is_some() { 0 } else { name.guests },
         hvm: if hvm_path.is_some() { name.guests } else { 0 },
-        hvm_path: hvm_path.unwrap_or("original").to_string(),
+        hvm_path: hvm_path.unwrap_or_default(),
+        exit_cost_ns,
         lro,
         bo,
         gro,
@@ -252,6 +259,72 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         },
         ..DaemonConfig::default()
     })
+}
+
+/// The port-I/O path of an HVM configuration's base name (None: not an HVM configuration).
+pub fn hvm_path(base: &str) -> Option<Path> {
+    match base {
+        "hvm" => Some(Path::Original),
+        "hvm-seed" => Some(Path::Fast(Class::Seed)),
+        "hvm-fast" => Some(Path::Fast(Class::Max)),
+        _ => None,
+    }
+}
+
+/// Whether a configuration runs HVM guests.
+pub fn is_hvm(config: &str) -> bool {
+    daemon_config(config).is_ok_and(|c| c.hvm > 0)
+}
+
+/// The suffix of an HVM configuration run with a modelled exit cost: `hvm-fast+exit1000` is
+/// `hvm-fast` with 1000 ns of CPU spent on every VM exit (`--exit-cost-ns`).
+pub const EXIT_SUFFIX: &str = "+exit";
+
+/// Most nanoseconds an exit cost may be (10 ms: far beyond any hardware, a typo's guard).
+pub const MAX_EXIT_COST_NS: u64 = 10_000_000;
+
+/// Splits `BASE+exitN` into `BASE` and N (0 without the suffix).
+pub fn split_exit_cost(base: &str) -> Result<(&str, u64)> {
+    let Some((b, n)) = base.rsplit_once(EXIT_SUFFIX) else {
+        return Ok((base, 0));
+    };
+    match n.parse::<u64>() {
+        Ok(ns) if n.bytes().all(|c| c.is_ascii_digit()) && ns <= MAX_EXIT_COST_NS => Ok((b, ns)),
+        _ => bail!(
+            "configuration {base:?}: {EXIT_SUFFIX}N takes nanoseconds, 0 to {MAX_EXIT_COST_NS}, not {n:?}"
+        ),
+    }
+}
+
+/// The name of HVM configuration `name` run at `exit_cost_ns` (the plain name at 0): the
+/// suffix goes on the base, before `@tx` and `/gN`.
+pub fn with_exit_cost(config: &str, exit_cost_ns: u64) -> Result<String> {
+    let n = Name::parse(config)?;
+    let (b, _) = split_exit_cost(n.base)?;
+    Ok(if exit_cost_ns == 0 {
+        n.with_base(b)
+    } else {
+        n.with_base(&format!("{b}{EXIT_SUFFIX}{exit_cost_ns}"))
+    })
+}
+
+/// Parses `--exit-cost-ns`: nanoseconds, comma-separated, order kept, duplicates dropped.
+pub fn parse_exit_costs(s: &str) -> Result<Vec<u64>> {
+    let mut v = Vec::new();
+    for x in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        match x.parse::<u64>() {
+            Ok(ns) if ns <= MAX_EXIT_COST_NS => {
+                if !v.contains(&ns) {
+                    v.push(ns)
+                }
+            }
+            _ => bail!("--exit-cost-ns: {x:?} is not a cost in nanoseconds between 0 and {MAX_EXIT_COST_NS}"),
+        }
+    }
+    if v.is_empty() {
+        bail!("--exit-cost-ns names no cost");
+    }
+    Ok(v)
 }
 
 /// Parses `--configs`: comma-separated, duplicates dropped, order kept.
@@ -463,12 +536,53 @@ mod tests {
     #[test]
     fn hvm_configurations_run_hvm_guests_only() {
         let c = daemon_config("hvm-fast/g2").unwrap();
-        assert_eq!((c.guests, c.hvm, c.hvm_path.as_str()), (0, 2, "max"));
-        assert_eq!(daemon_config("hvm").unwrap().hvm_path, "original");
-        assert_eq!(daemon_config("hvm-seed@tx").unwrap().hvm_path, "seed");
+        assert_eq!(
+            (c.guests, c.hvm, c.hvm_path),
+            (0, 2, Path::Fast(Class::Max))
+        );
+        assert_eq!(daemon_config("hvm").unwrap().hvm_path, Path::Original);
+        assert_eq!(
+            daemon_config("hvm-seed@tx").unwrap().hvm_path,
+            Path::Fast(Class::Seed)
+        );
+        assert_eq!(daemon_config("hvm-fast").unwrap().exit_cost_ns, 0);
+        assert!(is_hvm("hvm-seed@tx") && !is_hvm("xen"));
         assert_eq!(daemon_config("xen").unwrap().hvm, 0);
         assert!(set_request("hvm").is_err());
         assert!(!all().iter().any(|c| c.starts_with("hvm")));
+    }
+
+    #[test]
+    fn hvm_configurations_carry_an_exit_cost() {
+        let c = daemon_config("hvm-fast+exit1000@tx/g2").unwrap();
+        assert_eq!(
+            (c.hvm, c.hvm_path, c.exit_cost_ns),
+            (2, Path::Fast(Class::Max), 1000)
+        );
+        assert_eq!(daemon_config("hvm+exit0").unwrap().exit_cost_ns, 0);
+        for bad in [
+            "xen+exit1000",
+            "hvm+exit",
+            "hvm+exit-1",
+            "hvm+exit1x",
+            "hvm+exit99999999999",
+        ] {
+            assert!(daemon_config(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            with_exit_cost("hvm@tx/g2", 500).unwrap(),
+            "hvm+exit500@tx/g2"
+        );
+        assert_eq!(with_exit_cost("hvm+exit500@tx", 0).unwrap(), "hvm@tx");
+        assert_eq!(
+            with_exit_cost("hvm-seed", 1000).unwrap(),
+            "hvm-seed+exit1000"
+        );
+        assert!(describe("hvm+exit1000@tx").contains("1000 ns of CPU"));
+        assert_eq!(parse_exit_costs("0, 1000,0").unwrap(), [0, 1000]);
+        for bad in ["", ",", "x", "-1", "10000001"] {
+            assert!(parse_exit_costs(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::child::{self, Guard};
 use super::configs::{self, Direction, RX_CPU, TX_CPU};
+use super::hvm::{self, HvmCounters, HvmSample};
 use super::progress::Progress;
 use super::{interrupt, testbed};
 use crate::config::{DaemonConfig, Mode};
@@ -117,6 +118,10 @@ pub struct Sample {
     pub errors: Vec<String>,
     /// The daemon's counters right after the stream (PV configurations).
     pub stat: serde_json::Value,
+    /// The HVM guests' exits, round trips, device-model CPU and context switches over the
+    /// stream (HVM configurations).
+    #[serde(default)]
+    pub hvm: Option<HvmSample>,
 }
 
 /// Which CPU limited the stream.
@@ -152,6 +157,7 @@ pub fn run_one(
                 let name = configs::Name::parse(config)?;
                 (name.dir, name.guests)
             },
+            (cfg.hvm > 0).then_some(cfg.exit_cost_ns),
             p,
             progress,
         )
@@ -168,6 +174,7 @@ fn measure(
     info: &RunInfo,
     mode: Mode,
     (dir, guests): (Direction, usize),
+    hvm_exit_cost: Option<u64>,
     p: &Params,
     progress: &Progress,
 ) -> Result<Sample> {
@@ -247,6 +254,19 @@ fn measure(
     }
     let mut all = guest_pids.clone();
     all.push(info.pid);
+    // HVM guests: their counters on the quiet testbed before the stream, and their device
+    // models' CPU time sampled with the rest (the device models are the driver domain's).
+    let hvm_before = match hvm_exit_cost {
+        Some(_) => {
+            // Every process's report after its boot (and any frame before the stream).
+            let st = hvm::settled_stat(&info.id)
+                .ok_or_else(|| anyhow!("no `pvnet stat` for the HVM counters before the stream"))?;
+            let dms = hvm::dm_pids(&st);
+            all.extend(&dms);
+            Some((HvmCounters::of_stat(&st), dms))
+        }
+        None => None,
+    };
     note_others(&mut s, &info.id);
     // Retransmissions are counted where the senders are (one namespace transmitting: the
     // remote host; transmitting guests: the first guest's, and the others' summed).
@@ -369,8 +389,32 @@ fn measure(
     }
     // The relay has no domains to split into: the daemon's TAP writes run the guest kernel's
     // receive path, so only the total means anything.
+    if let (Some(exit_cost_ns), Some((before, dms))) = (hvm_exit_cost, &hvm_before) {
+        // The last report of every HVM process after the stream's last frame.
+        s.stat = hvm::settled_stat(&info.id).unwrap_or_default();
+        match (before, HvmCounters::of_stat(&s.stat)) {
+            (Some(b), Some(a)) => {
+                s.hvm = Some(HvmSample {
+                    counters: a.since(b),
+                    bytes: s.bytes,
+                    sending: dir == Direction::Tx,
+                    wall_ns: d.wall_ns,
+                    dm_window_ns: (d.pid_ns.iter())
+                        .filter(|(q, _)| dms.contains(q))
+                        .map(|(_, n)| *n)
+                        .sum(),
+                    exit_cost_ns,
+                })
+            }
+            _ => s
+                .errors
+                .push("the HVM guests' counters were missing from `pvnet stat`".into()),
+        }
+    }
     if mode != Mode::Linux {
-        s.stat = crate::admin::stat(&info.id).unwrap_or_default();
+        if s.hvm.is_none() {
+            s.stat = crate::admin::stat(&info.id).unwrap_or_default();
+        }
         s.port_drops = drops_of(&s.stat)
             .zip(drops_before)
             .map(|(a, b)| a.saturating_sub(b));

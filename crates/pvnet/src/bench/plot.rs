@@ -478,6 +478,116 @@ pub fn soak(path: &Path, samples: &[super::soak::SoakSample]) -> Result<()> {
     root.present().map_err(err)?;
     Ok(())
 }
+/// One panel of [`size_sweep`]: a line per configuration, (bytes, value) points.
+pub struct Panel<'a> {
+    pub title: &'a str,
+    pub unit: &'a str,
+    /// A logarithmic value axis (for figures spanning decades).
+    pub log_y: bool,
+    pub series: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+/// Draws one [`Panel`] against the record size (log scale) on `area`.
+fn size_panel(area: &DrawingArea<SVGBackend, Shift>, p: &Panel) -> Result<()> {
+    let xs = p.series.iter().flat_map(|(_, v)| v.iter().map(|(x, _)| *x));
+    let x0 = xs.clone().fold(f64::INFINITY, f64::min);
+    let x1 = xs.fold(0.0, f64::max);
+    let (x0, x1) = if x0.is_finite() && x1 > 0.0 {
+        (x0 / 1.6, x1 * 1.6)
+    } else {
+        (1.0, 10.0)
+    };
+    let ys = p.series.iter().flat_map(|(_, v)| v.iter().map(|(_, y)| *y));
+    let ymax = top(ys.clone());
+    let ymin = ys.filter(|y| *y > 0.0).fold(f64::INFINITY, f64::min);
+    let palette = [
+        NATIVE,
+        PV,
+        GUEST,
+        RGBColor(0x4a, 0x9a, 0x4a),
+        RED,
+        RGBColor(0x8e, 0x44, 0xad),
+    ];
+    let caption = |ch: &mut ChartBuilder<SVGBackend>| {
+        ch.caption(p.title, (FONT, 17))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70);
+    };
+    // The log axis puts its ticks at powers of ten: decimal units name them exactly.
+    let size_label = |v: &f64| {
+        let v = *v;
+        if v >= 1e6 {
+            format!("{:.0} MB", v / 1e6)
+        } else if v >= 1e3 {
+            format!("{:.0} kB", v / 1e3)
+        } else {
+            format!("{v:.0} B")
+        }
+    };
+    macro_rules! draw {
+        ($ch:expr) => {{
+            let mut ch = $ch;
+            ch.configure_mesh()
+                .light_line_style(TRANSPARENT)
+                .x_label_formatter(&size_label)
+                .y_label_formatter(&|v| axis_number(*v))
+                .x_desc("record size (log scale)")
+                .y_desc(p.unit)
+                .label_style((FONT, 13))
+                .draw()
+                .map_err(err)?;
+            for (k, (name, pts)) in p.series.iter().enumerate() {
+                let color = palette[k % palette.len()];
+                ch.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                    .map_err(err)?
+                    .label(name.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+                    });
+                ch.draw_series(
+                    pts.iter()
+                        .map(|&(x, y)| Circle::new((x, y), 3, color.filled())),
+                )
+                .map_err(err)?;
+            }
+            ch.configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .background_style(WHITE.mix(0.9))
+                .border_style(BLACK)
+                .label_font((FONT, 13))
+                .draw()
+                .map_err(err)?;
+        }};
+    }
+    let mut b = ChartBuilder::on(area);
+    caption(&mut b);
+    if p.log_y && ymin.is_finite() {
+        draw!(b
+            .build_cartesian_2d((x0..x1).log_scale(), ((ymin / 2.0)..ymax * 2.0).log_scale())
+            .map_err(err)?);
+    } else {
+        draw!(b
+            .build_cartesian_2d((x0..x1).log_scale(), 0.0..ymax)
+            .map_err(err)?);
+    }
+    Ok(())
+}
+
+/// `records.svg` of `--sweep record-size`: the panels one above the other.
+pub fn size_sweep(path: &Path, panels: &[Panel]) -> Result<()> {
+    let root = SVGBackend::new(path, (760, 380 * panels.len().max(1) as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    for (area, p) in root
+        .split_evenly((panels.len().max(1), 1))
+        .iter()
+        .zip(panels)
+    {
+        size_panel(area, p)?;
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {

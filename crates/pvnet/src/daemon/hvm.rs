@@ -378,7 +378,7 @@ impl HvmDomain {
         serde_json::json!({
             "domid": self.domid,
             "mac": pvnet_guest::run::format_mac(&self.mac),
-            "path": pvnet_hvm::path_name(path),
+            "path": path,
             "path_valid": valid,
             "ready": self.ready(),
             "failed": self.failed,
