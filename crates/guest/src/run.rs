@@ -170,8 +170,14 @@ fn front_features(
         (keys::FEATURE_GSO_TCPV6, bf.gso_tcpv6 && gso),
         (keys::FEATURE_RX_NOTIFY, true),
         (keys::FEATURE_PERSISTENT, persistent),
-        (keys::FEATURE_PREMAPPED, pool_key == Some(keys::FEATURE_PREMAPPED)),
-        (keys::FEATURE_STATIC_BUFFER, pool_key == Some(keys::FEATURE_STATIC_BUFFER)),
+        (
+            keys::FEATURE_PREMAPPED,
+            pool_key == Some(keys::FEATURE_PREMAPPED),
+        ),
+        (
+            keys::FEATURE_STATIC_BUFFER,
+            pool_key == Some(keys::FEATURE_STATIC_BUFFER),
+        ),
     ]
 }
 
