@@ -1168,6 +1168,9 @@ impl Daemon {
             }
         }
         self.dp.set(r.lro.map(LroChange::policy), r.mode, r.bo);
+        if let Some(on) = r.g2g {
+            self.dp.set_g2g_direct(on);
+        }
         self.cfg.bo = self.dp.config().bo;
         self.cfg.lro = self.dp.lro_policy().map(|policy| LroSettings {
             policy,
@@ -1186,6 +1189,7 @@ impl Daemon {
                 .map_or_else(|| "off".into(), |p| p.to_string()),
             mode: self.dp.lro_mode(),
             bo: self.cfg.bo,
+            g2g: self.dp.g2g_direct(),
         }
     }
 

@@ -133,6 +133,10 @@ enum Cmd {
         /// The HVM guests' port-I/O path, flipped live: `original`, `seed` or `max`.
         #[arg(long, value_parser = ["original", "seed", "max"])]
         hvm_path: Option<String>,
+        /// Guest-to-guest frames in one copy, grant to grant (`on`, the default), or copied
+        /// through a driver-domain buffer (`off`).
+        #[arg(long, value_parser = on_off)]
+        g2g: Option<bool>,
     },
     /// Stop a run and remove everything it created.
     Down {
@@ -513,9 +517,15 @@ fn run(cli: Cli) -> Result<()> {
             lro_mode,
             bo,
             hvm_path,
+            g2g,
         } => {
-            if lro.is_none() && lro_mode.is_none() && bo.is_none() && hvm_path.is_none() {
-                bail!("nothing to set: give --lro, --lro-mode, --bo or --hvm-path");
+            if lro.is_none()
+                && lro_mode.is_none()
+                && bo.is_none()
+                && hvm_path.is_none()
+                && g2g.is_none()
+            {
+                bail!("nothing to set: give --lro, --lro-mode, --bo, --g2g or --hvm-path");
             }
             need_root("set")?;
             let id = rundir::pick_run(id.as_deref())?;
@@ -527,7 +537,7 @@ fn run(cli: Cli) -> Result<()> {
                     AdminReply::Error(e) => bail!("{e}"),
                     other => bail!("the daemon answered an hvm-path request with {other:?}"),
                 }
-                if lro.is_none() && lro_mode.is_none() && bo.is_none() {
+                if lro.is_none() && lro_mode.is_none() && bo.is_none() && g2g.is_none() {
                     return Ok(());
                 }
             }
@@ -536,18 +546,21 @@ fn run(cli: Cli) -> Result<()> {
                 lro: lro.map(|l| l.0.map_or(admin::LroChange::Off, admin::LroChange::On)),
                 mode: lro_mode,
                 bo,
+                g2g,
             });
             let st = match admin::call(&id, &req)? {
                 AdminReply::Set(st) => st,
                 AdminReply::Error(e) => bail!("{e}"),
                 other => bail!("the daemon answered a set request with {other:?}"),
             };
+            let on = |b: bool| if b { "on" } else { "off" };
             println!(
-                "pvnet: {}: lro {}, mode {}, bo {}",
+                "pvnet: {}: lro {}, mode {}, bo {}, g2g {}",
                 st.port,
                 st.lro,
                 st.mode,
-                if st.bo { "on" } else { "off" }
+                on(st.bo),
+                on(st.g2g)
             );
             Ok(())
         }

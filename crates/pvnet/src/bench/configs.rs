@@ -333,12 +333,14 @@ pub fn set_request(config: &str) -> Result<SetRequest> {
             lro: Some(LroChange::On(l.policy)),
             mode: Some(l.mode),
             bo: Some(c.bo),
+            g2g: None,
         },
         None => SetRequest {
             port: None,
             lro: Some(LroChange::Off),
             mode: None,
             bo: Some(c.bo),
+            g2g: None,
         },
     })
 }
