@@ -40,7 +40,7 @@ pub const CONFIGS: [(&str, &str); 8] = [
 /// Named configurations outside the default set: the floor of this emulation, and the
 /// switching alternatives (`--configs linux,xen,relay,route,...`). Not in the default run,
 /// which must stay under 5 minutes.
-pub const EXTRA: [(&str, &str); 9] = [
+pub const EXTRA: [(&str, &str); 10] = [
     (
         "hvm",
         "an HVM guest on the emulated NE2000: every port access an ioreq round trip to its device model (Zhang, Li and Guan's original path)",
@@ -77,7 +77,34 @@ pub const EXTRA: [(&str, &str); 9] = [
         "bridge-nf",
         "the PV path with the bridge plus a per-packet rule pass (the default rule set) standing for bridge netfilter",
     ),
+    (
+        "g2g-copy",
+        "a stream from guest 0 to guest 1 on the same driver domain, netback under copy: one copy, grant to grant",
+    ),
 ];
+
+/// The prefix of the guest-to-guest configurations: `g2g-MECHANISM` streams from guest 0 to
+/// guest 1 with netback running that grant mechanism (any of [`Mechanism::ALL`], so a new
+/// mechanism gets its configuration by being added there).
+pub const G2G_PREFIX: &str = "g2g-";
+
+/// The grant mechanism of a guest-to-guest configuration (`g2g-copy`: copy); None for any
+/// other configuration, an error for `g2g-` and a name that is no mechanism.
+pub fn g2g_mechanism(base: &str) -> Option<Result<Mechanism>> {
+    let m = base.strip_prefix(G2G_PREFIX)?;
+    Some(m.parse::<Mechanism>().map_err(|e| {
+        let all: Vec<&str> = Mechanism::ALL.iter().map(|m| m.name()).collect();
+        anyhow::anyhow!(
+            "configuration {base:?}: {e}; the guest-to-guest configurations are g2g-{}",
+            all.join(", g2g-")
+        )
+    }))
+}
+
+/// Whether configuration `config` streams from one guest to another.
+pub fn is_g2g(config: &str) -> bool {
+    Name::parse(config).is_ok_and(|n| n.base.starts_with(G2G_PREFIX))
+}
 
 /// The default `--configs`: every named configuration but the [`EXTRA`] ones.
 pub fn all() -> Vec<String> {
@@ -156,7 +183,12 @@ pub fn describe(config: &str) -> String {
     let base = name.base;
     let mut d = match CONFIGS.iter().chain(&EXTRA).find(|(n, _)| *n == base) {
         Some((_, d)) => d.to_string(),
-        None => format!("LRO with flush policy {base}"),
+        None => match g2g_mechanism(base) {
+            Some(Ok(m)) => format!(
+                "a stream from guest 0 to guest 1 on the same driver domain, netback under {m}"
+            ),
+            _ => format!("LRO with flush policy {base}"),
+        },
     };
     if name.dir == Direction::Tx {
         d.push_str("; the stream from the guest to the remote host");
@@ -188,10 +220,14 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
             mode: lro::Mode::Skb,
         }))
     };
+    let g2g = g2g_mechanism(config).transpose()?;
+    if g2g.is_some() && (name.dir == Direction::Tx || name.guests > 1) {
+        bail!("configuration {config:?} streams from guest 0 to guest 1: it has no @tx or /gN variant");
+    }
     let grant = match config {
         "map" => Mechanism::Map,
         "persistent" => Mechanism::Persistent,
-        _ => Mechanism::Copy,
+        _ => g2g.unwrap_or(Mechanism::Copy),
     };
     let (mode, lro, bo, gro) = match config {
         "linux" => (Mode::Linux, None, false, false),
@@ -207,6 +243,7 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         "relay-adaptive" => (Mode::Relay, lro("adaptive")?, true, false),
         "route" | "bridge-nf" => (Mode::Xen, None, false, false),
         "hvm" | "hvm-seed" | "hvm-fast" => (Mode::Xen, None, false, false),
+        _ if g2g.is_some() => (Mode::Xen, None, false, false),
         p if p.contains(':') => (Mode::Xen, lro(p)?, false, false),
         _ => {
             let known: Vec<&str> = CONFIGS.iter().chain(&EXTRA).map(|(n, _)| *n).collect();
@@ -225,7 +262,12 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
     };
     Ok(DaemonConfig {
         mode,
-        guests: if hvm_path.is_some() { 0 } else { name.guests },
+        guests: match (hvm_path, g2g) {
+            (Some(_), _) => 0,
+            // The sender and the receiver.
+            (None, Some(_)) => 2,
+            (None, None) => name.guests,
+        },
         hvm: if hvm_path.is_some() { name.guests } else { 0 },
         hvm_path: hvm_path.unwrap_or("original").to_string(),
         lro,
@@ -374,6 +416,23 @@ mod tests {
         assert!(is_pv("map") && !has_lro("persistent"));
         assert!(!all().iter().any(|c| c == "map" || c == "persistent"));
         assert!(set_request("persistent").is_err() && set_request("map").is_err());
+    }
+
+    #[test]
+    fn guest_to_guest_configurations_follow_the_mechanisms() {
+        for m in Mechanism::ALL {
+            let name = format!("{G2G_PREFIX}{m}");
+            let c = daemon_config(&name).unwrap();
+            assert_eq!((c.grant, c.guests, c.mode), (m, 2, Mode::Xen), "{name}");
+            assert!(is_g2g(&name) && is_pv(&name));
+            assert!(describe(&name).contains(m.name()), "{}", describe(&name));
+        }
+        assert!(!is_g2g("xen") && !is_g2g("xen@tx"));
+        let e = format!("{:#}", daemon_config("g2g-teleport").unwrap_err());
+        assert!(e.contains("g2g-copy"), "{e}");
+        assert!(daemon_config("g2g-copy@tx").is_err());
+        assert!(daemon_config("g2g-copy/g4").is_err());
+        assert!(!all().iter().any(|c| is_g2g(c)));
     }
 
     #[test]
