@@ -14,18 +14,21 @@
 //! size so that neither the sender nor the path limits it, and the CPUs are sampled around
 //! the stream. Cycles per packet are CPU time × TSC rate / datagrams received:
 //!
-//! - **guest**: the guest's process (its netfront; its TAP writes run the guest kernel's
-//!   receive path) and the receiver in it;
-//! - **driver domain**: the busy time of the driver domain's CPU less what the known
-//!   non-driver-domain processes on that CPU used (the guest's with `same`, the sender's with
-//!   `split`): the daemon, and the softirq work of the physical port;
+//! - **guest**: the CPU time of the guest's process (its netfront; its TAP writes run the
+//!   guest kernel's receive path) and of the receiver in it;
+//! - **driver domain**: the CPU time of the daemon (every thread: the data path, netback,
+//!   its system calls);
 //! - **total**: their sum.
+//!
+//! Per-process CPU time, not a CPU's busy time: on a machine shared with other work a CPU's
+//! busy time is mostly someone else's. What is left out is softirq work the kernel charges
+//! to whatever task it interrupted (the wire's receive path into the physical port's ring).
 //!
 //! Placements ([`Placement`]), with the machine's two CPUs ([`DD_CPU`], [`OTHER_CPU`]):
 //! - `same`: driver domain and guest on CPU 0; the sender alone on CPU 1;
 //! - `split`: driver domain on CPU 0, guest on CPU 1; the sender shares CPU 0 with the driver
-//!   domain (its time is subtracted from the driver domain's; the wire's receive softirq,
-//!   which runs on CPU 0 either way, stays the driver domain's).
+//!   domain (the wire's receive path runs there in either placement; the offered load is low,
+//!   so the sender takes a small share of the CPU).
 //!
 //! The **break-even size** of two mechanisms is where their total cycles per packet cross,
 //! interpolated linearly between the two sizes around the first change of sign of the
@@ -168,6 +171,9 @@ pub struct Point {
     pub dd_cycles: f64,
     pub guest_cycles: f64,
     pub total_cycles: f64,
+    /// Least and most total cycles per packet over the repetitions.
+    pub total_min: f64,
+    pub total_max: f64,
     /// Busy fraction of the driver domain's CPU and of the other one.
     pub dd_cpu_busy: f64,
     pub other_cpu_busy: f64,
@@ -329,9 +335,14 @@ pub fn run(args: &BenchArgs, out: &Path) -> Result<()> {
     if !(seconds > 0.0 && seconds.is_finite()) {
         bail!("--duration must be positive");
     }
+    let reps = args.reps.unwrap_or(if args.quick { 1 } else { 3 });
+    if reps == 0 {
+        bail!("--reps must be at least 1");
+    }
     let tsc_hz = cpu::tsc_hz();
     let mechs: Vec<Mechanism> = Mechanism::ALL.to_vec();
-    let planned = vec![seconds * sizes.len() as f64 + 3.0; placements.len() * mechs.len()];
+    let planned =
+        vec![(seconds + 0.5) * (sizes.len() * reps) as f64 + 3.0; placements.len() * mechs.len()];
     let progress = Progress::new(planned);
     let t0 = Instant::now();
     let others = crate::rundir::list_runs();
@@ -339,7 +350,7 @@ pub fn run(args: &BenchArgs, out: &Path) -> Result<()> {
     for &pl in &placements {
         for &m in &mechs {
             progress.step(&format!("{} placement, {m}", pl.name()));
-            let r = sweep_one(pl, m, &sizes, pps, seconds, tsc_hz, &progress);
+            let r = sweep_one((pl, m), &sizes, (pps, seconds, reps), tsc_hz, &progress);
             progress.step_done();
             match r {
                 Ok(mut p) => points.append(&mut p),
@@ -359,6 +370,7 @@ pub fn run(args: &BenchArgs, out: &Path) -> Result<()> {
         tsc_hz,
         offered_pps: pps,
         seconds,
+        reps,
         mtu: SWEEP_MTU,
         sizes: sizes.clone(),
         placements: placements.clone(),
@@ -401,6 +413,8 @@ pub struct Report {
     pub tsc_hz: u64,
     pub offered_pps: f64,
     pub seconds: f64,
+    /// Repetitions of each size; a point is their median.
+    pub reps: usize,
     pub mtu: u32,
     pub sizes: Vec<usize>,
     pub placements: Vec<Placement>,
@@ -413,11 +427,9 @@ pub struct Report {
 
 /// One testbed: mechanism `m` in placement `pl`, every size.
 fn sweep_one(
-    pl: Placement,
-    m: Mechanism,
+    (pl, m): (Placement, Mechanism),
     sizes: &[usize],
-    pps: f64,
-    seconds: f64,
+    (pps, seconds, reps): (f64, f64, usize),
     tsc_hz: u64,
     progress: &Progress,
 ) -> Result<Vec<Point>> {
@@ -434,25 +446,32 @@ fn sweep_one(
         let exe = std::env::current_exe()?;
         let guest_ns = Netns::open(&info.guest_ns[0])?;
         let remote = Netns::open(&info.remote_ns)?;
-        let guest_tasks: Vec<i32> = info.guest_pids.iter().flat_map(|&p| tasks_of(p)).collect();
         if pl == Placement::Split {
-            for &t in &guest_tasks {
+            for t in info.guest_pids.iter().flat_map(|&p| tasks_of(p)) {
                 pvnet_testbed::cpu::pin_pid(t, pl.guest_cpu())?;
             }
         }
         let mut server = start_builtin_server_on(&exe, &guest_ns, pl.guest_cpu(), PORT, false)?;
         wait_listening_on(&guest_ns, &mut server, PORT)?;
-        let mut points = Vec::new();
-        for &size in sizes {
-            interrupt::check()?;
-            progress.phase(&format!("{size}-byte datagrams at {pps:.0}/s"), seconds);
-            points.push(one_size(
-                (pl, m, size),
-                (&exe, &remote, &info.guest_addrs[0]),
-                (&guest_tasks, &server, info.pid),
-                (pps, seconds, tsc_hz),
-            )?);
+        // Repetitions interleaved (every size, then every size again): slow drift of the
+        // machine's load spreads over all sizes instead of landing on some.
+        let mut runs: Vec<Vec<Point>> = vec![Vec::new(); sizes.len()];
+        for rep in 1..=reps {
+            for (k, &size) in sizes.iter().enumerate() {
+                interrupt::check()?;
+                progress.phase(
+                    &format!("{size}-byte datagrams at {pps:.0}/s, repetition {rep}/{reps}"),
+                    seconds,
+                );
+                runs[k].push(one_size(
+                    (pl, m, size),
+                    (&exe, &remote, &info.guest_addrs[0]),
+                    (&info.guest_pids, &server, info.pid),
+                    (pps, seconds, tsc_hz),
+                )?);
+            }
         }
+        let points: Vec<Point> = runs.into_iter().map(median_point).collect();
         drop(server);
         Ok(points)
     })?;
@@ -463,7 +482,7 @@ fn sweep_one(
 fn one_size(
     (pl, m, size): (Placement, Mechanism, usize),
     (exe, remote, addr): (&Path, &Netns, &str),
-    (guest_tasks, server, daemon): (&[i32], &Guard, i32),
+    (guest_procs, server, daemon): (&[i32], &Guard, i32),
     (pps, seconds, tsc_hz): (f64, f64, u64),
 ) -> Result<Point> {
     let mut cmd = child::pinned(remote.command(exe), pl.sender_cpu());
@@ -480,28 +499,23 @@ fn one_size(
         "--duration",
         &seconds.to_string(),
     ]);
-    let mut guest_pids: Vec<i32> = guest_tasks.to_vec();
+    // Processes, not threads: a process's CPU clock counts all of its threads.
+    let mut guest_pids: Vec<i32> = guest_procs.to_vec();
     guest_pids.push(server.pid());
     let mut watched = guest_pids.clone();
     watched.push(daemon);
     let (mut before, mut after) = (None, None);
-    let sender = std::cell::Cell::new(0);
     let limit = Duration::from_secs_f64(seconds + 30.0);
     let outs = child::outputs_started(
         std::slice::from_mut(&mut cmd),
         "the UDP sender",
         limit,
-        |pids| {
-            sender.set(pids[0]);
-            let mut w = watched.clone();
-            w.push(pids[0]);
-            before = Some((cpu::sample(DD_CPU, &w)?, cpu::sample(OTHER_CPU, &[])?));
+        |_| {
+            before = Some((cpu::sample(DD_CPU, &watched)?, cpu::sample(OTHER_CPU, &[])?));
             Ok(())
         },
         || {
-            let mut w = watched.clone();
-            w.push(sender.get());
-            after = Some((cpu::sample(DD_CPU, &w)?, cpu::sample(OTHER_CPU, &[])?));
+            after = Some((cpu::sample(DD_CPU, &watched)?, cpu::sample(OTHER_CPU, &[])?));
             Ok(())
         },
     )?;
@@ -516,11 +530,7 @@ fn one_size(
             .map_or(0, |(_, n)| *n)
     };
     let guest_ns: u64 = guest_pids.iter().map(|&p| pid_ns(p)).sum();
-    let sender_ns = pid_ns(sender.get());
-    let dd_ns = match pl {
-        Placement::Same => d0.busy_ns.saturating_sub(guest_ns),
-        Placement::Split => d0.busy_ns.saturating_sub(sender_ns),
-    };
+    let dd_ns = pid_ns(daemon);
     let mut p = Point {
         placement: pl,
         mechanism: m.name().to_string(),
@@ -533,6 +543,8 @@ fn one_size(
         dd_cycles: 0.0,
         guest_cycles: 0.0,
         total_cycles: 0.0,
+        total_min: 0.0,
+        total_max: 0.0,
         dd_cpu_busy: d0.utilization(),
         other_cpu_busy: d1.utilization(),
         saturated: false,
@@ -560,9 +572,46 @@ fn one_size(
         p.dd_cycles = cyc(dd_ns);
         p.guest_cycles = cyc(guest_ns);
         p.total_cycles = p.dd_cycles + p.guest_cycles;
+        p.total_min = p.total_cycles;
+        p.total_max = p.total_cycles;
     }
     p.saturated = p.sent == 0 || (p.lost as f64) > LOSS_LIMIT * p.sent as f64;
     Ok(p)
+}
+
+/// The median of each figure over the repetitions of one size (counts summed, errors kept,
+/// saturated if any repetition was).
+pub fn median_point(runs: Vec<Point>) -> Point {
+    let median = |f: fn(&Point) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n == 0 {
+            0.0
+        } else if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    let mut p = runs[0].clone();
+    p.dd_cycles = median(|p| p.dd_cycles);
+    p.guest_cycles = median(|p| p.guest_cycles);
+    p.total_cycles = median(|p| p.total_cycles);
+    p.dd_cpu_busy = median(|p| p.dd_cpu_busy);
+    p.other_cpu_busy = median(|p| p.other_cpu_busy);
+    p.total_min = runs
+        .iter()
+        .map(|p| p.total_cycles)
+        .fold(f64::INFINITY, f64::min);
+    p.total_max = runs.iter().map(|p| p.total_cycles).fold(0.0, f64::max);
+    p.sent = runs.iter().map(|p| p.sent).sum();
+    p.received = runs.iter().map(|p| p.received).sum();
+    p.lost = runs.iter().map(|p| p.lost).sum();
+    p.corrupt = runs.iter().map(|p| p.corrupt).sum();
+    p.saturated = runs.iter().any(|p| p.saturated);
+    p.errors = runs.iter().flat_map(|p| p.errors.clone()).collect();
+    p
 }
 
 /// `pktsize.md`: the method in one paragraph, a table per placement, the break-even sizes.
@@ -571,9 +620,10 @@ pub fn markdown(r: &Report) -> String {
     let _ = writeln!(s, "# Cycles per packet against packet size\n");
     let _ = writeln!(
         s,
-        "UDP stream from the remote host into one guest at {:.0} datagrams/s offered, {} s per size, MTU {} on every link (one frame per datagram); cycles per packet = CPU time × TSC rate ({:.2} GHz) / datagrams received. `same`: driver domain and guest on CPU {DD_CPU}, the sender on CPU {OTHER_CPU}; `split`: driver domain on CPU {DD_CPU} with the sender (its time subtracted), the guest on CPU {OTHER_CPU}. Points marked `*` lost more than 1 % (above saturation) and are left out of the break-even sizes.\n",
+        "UDP stream from the remote host into one guest at {:.0} datagrams/s offered, {} s per size and repetition, the median of {} repetitions (interleaved) per point, MTU {} on every link (one frame per datagram); cycles per packet = CPU time × TSC rate ({:.2} GHz) / datagrams received, per process: driver domain = the daemon, guest = the guest's process and the receiver. `same`: driver domain and guest on CPU {DD_CPU}, the sender on CPU {OTHER_CPU}; `split`: driver domain and the sender on CPU {DD_CPU}, the guest on CPU {OTHER_CPU}. Points marked `*` lost more than 1 % (above saturation) and are left out of the break-even sizes.\n",
         r.offered_pps,
         r.seconds,
+        r.reps,
         r.mtu,
         r.tsc_hz as f64 / 1e9
     );
@@ -757,11 +807,27 @@ mod tests {
             dd_cycles: total / 2.0,
             guest_cycles: total / 2.0,
             total_cycles: total,
+            total_min: total,
+            total_max: total,
             dd_cpu_busy: 0.1,
             other_cpu_busy: 0.1,
             saturated,
             errors: vec![],
         }
+    }
+
+    #[test]
+    fn a_point_is_the_median_of_its_repetitions() {
+        let runs: Vec<Point> = [300.0, 100.0, 200.0]
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| point(Placement::Same, "copy", 64, t, i == 1))
+            .collect();
+        let p = median_point(runs);
+        assert_eq!((p.total_cycles, p.dd_cycles), (200.0, 100.0));
+        assert_eq!((p.total_min, p.total_max), (100.0, 300.0));
+        assert_eq!((p.sent, p.received), (300, 300));
+        assert!(p.saturated);
     }
 
     #[test]
