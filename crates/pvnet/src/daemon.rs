@@ -337,7 +337,7 @@ impl Daemon {
             TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
         )?;
         ep.add(lro_timer.as_fd(), Token::LroTimer.event())?;
-        let dp = DataPath::new(
+        let mut dp = DataPath::new(
             PathConfig {
                 budget: cfg.budget,
                 bo: cfg.bo,
@@ -347,6 +347,7 @@ impl Daemon {
             cfg.lro.map(|l| l.mode).unwrap_or_default(),
         )
         .with_switch(make_switch(cfg.switch, cfg.rules.as_deref())?);
+        dp.set_g2g_direct(cfg.g2g);
         let mut d = Daemon {
             cfg,
             testbed,

@@ -113,6 +113,10 @@ enum Cmd {
         /// Modelled cost of one VM exit in nanoseconds (spent by the HVM vCPU per port access).
         #[arg(long, default_value_t = 0)]
         exit_cost_ns: u64,
+        /// Guest-to-guest frames in one copy, grant to grant (`on`), or copied through a
+        /// driver-domain buffer (`off`); `pvnet set --g2g` changes it later.
+        #[arg(long, value_parser = on_off, default_value = "on")]
+        g2g: bool,
     },
     /// Change the data path of a running system: aggregation policy, representation, BO.
     Set {
@@ -406,6 +410,7 @@ fn run(cli: Cli) -> Result<()> {
             hvm,
             hvm_path,
             exit_cost_ns,
+            g2g,
         } => {
             let settings = lro.settings();
             config::check_mtu(mtu)?;
@@ -458,6 +463,7 @@ fn run(cli: Cli) -> Result<()> {
                 hvm,
                 hvm_path,
                 exit_cost_ns,
+                g2g,
             };
             if mode == Mode::Linux && (settings.is_some() || lro.bo) {
                 bail!("--lro and --bo need the driver domain (--mode xen or relay)");

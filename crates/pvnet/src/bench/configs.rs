@@ -40,7 +40,7 @@ pub const CONFIGS: [(&str, &str); 8] = [
 /// Named configurations outside the default set: the floor of this emulation, and the
 /// switching alternatives (`--configs linux,xen,relay,route,...`). Not in the default run,
 /// which must stay under 5 minutes.
-pub const EXTRA: [(&str, &str); 10] = [
+pub const EXTRA: [(&str, &str); 11] = [
     (
         "hvm",
         "an HVM guest on the emulated NE2000: every port access an ioreq round trip to its device model (Zhang, Li and Guan's original path)",
@@ -81,6 +81,10 @@ pub const EXTRA: [(&str, &str); 10] = [
         "g2g-copy",
         "a stream from guest 0 to guest 1 on the same driver domain, netback under copy: one copy, grant to grant",
     ),
+    (
+        "g2g-copy2",
+        "g2g-copy with the one-copy path off: copied out of guest 0 into a driver-domain buffer, then into guest 1 (two copies)",
+    ),
 ];
 
 /// The prefix of the guest-to-guest configurations: `g2g-MECHANISM` streams from guest 0 to
@@ -92,6 +96,9 @@ pub const G2G_PREFIX: &str = "g2g-";
 /// other configuration, an error for `g2g-` and a name that is no mechanism.
 pub fn g2g_mechanism(base: &str) -> Option<Result<Mechanism>> {
     let m = base.strip_prefix(G2G_PREFIX)?;
+    if base == G2G_TWO_COPIES {
+        return Some(Ok(Mechanism::Copy));
+    }
     Some(m.parse::<Mechanism>().map_err(|e| {
         let all: Vec<&str> = Mechanism::ALL.iter().map(|m| m.name()).collect();
         anyhow::anyhow!(
@@ -100,6 +107,9 @@ pub fn g2g_mechanism(base: &str) -> Option<Result<Mechanism>> {
         )
     }))
 }
+
+/// The guest-to-guest configuration under copy with the one-copy path off.
+pub const G2G_TWO_COPIES: &str = "g2g-copy2";
 
 /// Whether configuration `config` streams from one guest to another.
 pub fn is_g2g(config: &str) -> bool {
@@ -277,6 +287,7 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         // The remote host's input (ACKs) runs on the sender's CPU: the sender's work is not
         // charged to the receiving CPU.
         sender_cpu: Some(TX_CPU),
+        g2g: config != G2G_TWO_COPIES,
         switch: match config {
             "route" => switch::Mode::Route,
             "bridge-nf" => switch::Mode::BridgeNf,
@@ -428,6 +439,12 @@ mod tests {
             assert!(describe(&name).contains(m.name()), "{}", describe(&name));
         }
         assert!(!is_g2g("xen") && !is_g2g("xen@tx"));
+        let two = daemon_config(G2G_TWO_COPIES).unwrap();
+        assert_eq!(
+            (two.grant, two.g2g, two.guests),
+            (Mechanism::Copy, false, 2)
+        );
+        assert!(daemon_config("g2g-copy").unwrap().g2g);
         let e = format!("{:#}", daemon_config("g2g-teleport").unwrap_err());
         assert!(e.contains("g2g-copy"), "{e}");
         assert!(daemon_config("g2g-copy@tx").is_err());
