@@ -11,7 +11,7 @@ use dp_common::*;
 use pvnet_dd::datapath::{DataPath, PathConfig};
 use pvnet_dd::lro::Mode;
 use pvnet_dd::mock::{MockClock, MockPhy};
-use pvnet_dd::netback::{Netback, G2G_HEAD_LEN};
+use pvnet_dd::netback::{Fatal, Netback, G2G_HEAD_LEN};
 use pvnet_guest::netfront::{Layout, Netfront};
 use pvnet_hv::evtchn::channel_pair;
 use pvnet_hv::grant::Hypervisor;
@@ -175,4 +175,58 @@ fn flooded_frames_reach_every_port_whole() {
         (s.flooded, s.behind_fallback, s.single_copy_packets),
         (1, 1, 0)
     );
+}
+
+/// Invalidates every read-only grant (a TX page the guest granted) of the guest whose memory
+/// is `mem` except the one holding `head` (the frame's first bytes): the head can still be
+/// copied out, the rest of the frame no longer can. Returns how many it revoked.
+fn revoke_tx_pages_but_the_head(mem: &GuestMemory, head: &[u8]) -> usize {
+    use pvnet_hv::grant::{GTF_PERMIT_ACCESS, GTF_READONLY, GTF_TYPE_MASK};
+    use pvnet_hv::{Pfn, PAGE_SIZE};
+    let mut revoked = 0;
+    for r in 0..4 * 512usize {
+        let (pfn, off) = ((r * 8 / PAGE_SIZE) as u32, r * 8 % PAGE_SIZE);
+        let mut e = [0u8; 8];
+        mem.read(Pfn(pfn), off, &mut e).unwrap();
+        let flags = u16::from_le_bytes([e[0], e[1]]);
+        if flags & GTF_TYPE_MASK != GTF_PERMIT_ACCESS || flags & GTF_READONLY == 0 {
+            continue;
+        }
+        let frame = u32::from_le_bytes([e[4], e[5], e[6], e[7]]);
+        let mut page = vec![0u8; PAGE_SIZE];
+        mem.read(Pfn(frame), 0, &mut page).unwrap();
+        if page.windows(head.len()).any(|w| w == head) {
+            continue;
+        }
+        mem.write(Pfn(pfn), off, &[0, 0]).unwrap();
+        revoked += 1;
+    }
+    revoked
+}
+
+#[test]
+fn a_sender_whose_pages_fail_the_copy_fails_alone() {
+    let (mut dp, hv, mut g) = two_guests(true);
+    let mem = hv.domain_memory(DomId(1)).unwrap();
+    let bad = frame_to(MAC_B, MAC_A, 9000, 9);
+    g[0].send(&bad);
+    // The guest takes back its payload pages behind netback's back (an entry rewritten, not
+    // ended): the headers are still readable, the payload is not.
+    assert_eq!(revoke_tx_pages_but_the_head(&mem, &bad[..14]), 2);
+    dp.vif_event(1);
+    let failed = dp.take_failed();
+    assert_eq!(failed.len(), 1);
+    assert_eq!((failed[0].0, failed[0].2), (1, Fatal::TxCopyFailed));
+    assert_eq!(dp.stats.g2g.sender_failed, 1);
+    assert_eq!(dp.stats.g2g.single_copy_packets, 0);
+    // The receiver lost the frame, was told so, and goes on.
+    assert!(g[1].take_bytes().is_empty());
+    assert_eq!(g[1].nf.stats.rx_errors, 1);
+    let s2 = dp.vif_stats(2).unwrap();
+    assert_eq!((s2.rx_peer_copy_failed, s2.rx_packets), (1, 0));
+    assert!(dp.netback(2).unwrap().fatal().is_none());
+    let from_wire = frame_to(MAC_B, [0x02, 0, 0, 0, 0, 1], 1500, 3);
+    dp.phy_mut().unwrap().inject(&from_wire);
+    pass(&mut dp);
+    assert_eq!(g[1].take_bytes(), vec![from_wire]);
 }
