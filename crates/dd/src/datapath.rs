@@ -224,8 +224,8 @@ pub struct G2gStats {
     pub switch_drops: u64,
     /// Flooded frames (every port gets its own copy).
     pub flooded: u64,
-    /// Frames sent the whole-copy way because an earlier frame of the same poll was (they
-    /// must not overtake it).
+    /// Frames sent the whole-copy way because an earlier frame of the same poll to the same
+    /// guest was, or an earlier frame of the poll was flooded (they must not overtake it).
     pub behind_fallback: u64,
     /// Refusals by the receiver ([`Refusal`]).
     pub receiver_down: u64,
@@ -1069,8 +1069,8 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     /// on them once; a frame for another connected guest goes grant to grant when that guest
     /// takes it now ([`Netback::rx_direct`]); every other frame is copied out whole and
     /// carried out with the decision already made. Once one frame of the poll has taken the
-    /// whole-copy way towards a guest (or all of them, flooded), the rest of the poll does
-    /// too: a later frame must not overtake it.
+    /// whole-copy way towards a guest, that guest's later frames of the poll do too (after a
+    /// flood, every frame of the poll): a later frame must not overtake it.
     fn vif_poll_direct(&mut self, dom: u16) {
         let Some(mut v) = self.vifs.remove(&dom) else {
             return;
@@ -1083,11 +1083,13 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         let res = {
             let (switch, vifs, stats, now) =
                 (&mut self.switch, &mut self.vifs, &mut self.stats, self.now);
-            let mut behind = false;
+            // Receivers a frame of this poll went to the whole-copy way (all of them after a
+            // flood): later frames for them must not overtake it.
+            let (mut behind_all, mut behind) = (false, Vec::new());
             let r = v.netback.tx_poll_direct(
                 tx_budget,
                 |h| {
-                    if behind {
+                    if behind_all {
                         stats.g2g.behind_fallback += 1;
                         return Direct::Copy(None);
                     }
@@ -1096,7 +1098,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
                     let to = match d {
                         Decision::Forward(p) => p.0.checked_sub(1).filter(|r| vifs.contains_key(r)),
                         Decision::Flood => {
-                            behind = true;
+                            behind_all = true;
                             stats.g2g.flooded += 1;
                             None
                         }
@@ -1107,9 +1109,13 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
                         }
                     };
                     let Some(rdom) = to else {
-                        stats.g2g.not_to_guest += u64::from(!behind);
+                        stats.g2g.not_to_guest += u64::from(!behind_all);
                         return Direct::Copy(Some(d));
                     };
+                    if behind.contains(&rdom) {
+                        stats.g2g.behind_fallback += 1;
+                        return Direct::Copy(Some(d));
+                    }
                     let rv = vifs.get_mut(&rdom).expect("checked above");
                     let r = rv.netback.rx_direct(h);
                     if rv.netback.fatal().is_some() && r != RxDirect::Refused(Refusal::Down) {
@@ -1133,7 +1139,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
                             Direct::Done
                         }
                         RxDirect::Refused(why) => {
-                            behind = true;
+                            behind.push(rdom);
                             stats.g2g.refused(why);
                             Direct::Copy(Some(d))
                         }

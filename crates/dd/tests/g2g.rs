@@ -20,10 +20,17 @@ use pvnet_hv::DomId;
 
 const MAC_A: [u8; 6] = [0x00, 0x16, 0x3e, 0, 0, 0x0a];
 const MAC_B: [u8; 6] = [0x00, 0x16, 0x3e, 0, 0, 0x0b];
+const MAC_C: [u8; 6] = [0x00, 0x16, 0x3e, 0, 0, 0x0c];
 
 /// Two guests (domids 1 and 2) on one data path and one hypervisor, both MTUs 64 KiB so
 /// frames span several pages; guest 2 posts its RX buffers only if `b_posts`.
 fn two_guests(b_posts: bool) -> (Path, Arc<Hypervisor>, Vec<Guest>) {
+    guests(&[true, b_posts])
+}
+
+/// Guests 1, 2, ... (MACs A, B, C) as [`two_guests`]; guest `i + 1` posts its RX buffers only
+/// if `posts[i]`.
+fn guests(posts: &[bool]) -> (Path, Arc<Hypervisor>, Vec<Guest>) {
     let clock = MockClock::default();
     clock.advance(1_000_000);
     let mut dp = DataPath::new(
@@ -38,7 +45,7 @@ fn two_guests(b_posts: bool) -> (Path, Arc<Hypervisor>, Vec<Guest>) {
     dp.attach_phy(MockPhy::default()).unwrap();
     let hv = Arc::new(Hypervisor::new());
     let mut guests = Vec::new();
-    for (i, mac) in [MAC_A, MAC_B].iter().enumerate() {
+    for (i, mac) in [MAC_A, MAC_B, MAC_C][..posts.len()].iter().enumerate() {
         let dom = i as u16 + 1;
         let layout = Layout { grant_frames: 4 };
         let mem = Arc::new(GuestMemory::create("guest", layout.pages()).unwrap());
@@ -55,7 +62,7 @@ fn two_guests(b_posts: bool) -> (Path, Arc<Hypervisor>, Vec<Guest>) {
         )
         .unwrap();
         nb.set_mtu(65535);
-        if dom == 1 || b_posts {
+        if posts[i] {
             nf.rx_refill();
         }
         dp.add_guest_port(dom);
@@ -229,4 +236,31 @@ fn a_sender_whose_pages_fail_the_copy_fails_alone() {
     dp.phy_mut().unwrap().inject(&from_wire);
     pass(&mut dp);
     assert_eq!(g[1].take_bytes(), vec![from_wire]);
+}
+
+#[test]
+fn a_receiver_without_buffers_holds_back_only_its_own_frames() {
+    // Guest 2 has no buffers, guest 3 has.
+    let (mut dp, _hv, mut g) = guests(&[true, false, true]);
+    let to_b: Vec<Vec<u8>> = (0..3).map(|i| frame_to(MAC_B, MAC_A, 3000, i)).collect();
+    let to_c: Vec<Vec<u8>> = (0..3)
+        .map(|i| frame_to(MAC_C, MAC_A, 5000, 10 + i))
+        .collect();
+    // Interleaved in one poll: B, C, B, C, B, C.
+    for (b, c) in to_b.iter().zip(&to_c) {
+        g[0].send(b);
+        g[0].send(c);
+    }
+    dp.vif_event(1);
+    let s = dp.stats.g2g;
+    assert_eq!(s.receiver_no_buffers, 1);
+    assert_eq!(
+        s.behind_fallback, 2,
+        "B's later frames wait behind its first"
+    );
+    assert_eq!(s.single_copy_packets, 3, "C's frames all went in one copy");
+    assert_eq!(g[2].take_bytes(), to_c);
+    g[1].nf.rx_refill();
+    dp.vif_event(2);
+    assert_eq!(g[1].take_bytes(), to_b);
 }
