@@ -714,6 +714,9 @@ fn print_stat(v: &serde_json::Value) {
         }
     };
     flat("daemon", &v["daemon"]);
+    if v["daemon"]["g2g"].is_object() {
+        flat("  g2g", &v["daemon"]["g2g"]);
+    }
     flat("pnic", &v["pnic"]);
     flat("grant", &v["grant"]);
     flat("bridge", &v["bridge"]);
