@@ -33,7 +33,7 @@ use crate::bridge::{BridgeConfig, Decision, PortId};
 use crate::capture::{CaptureSummary, Captures, Dir};
 use crate::gate::{Gate, GuestLoad, PortGate};
 use crate::lro::{self, Lro, LroStats};
-use crate::netback::{Fatal, Netback, VifStats};
+use crate::netback::{Direct, Fatal, Mechanism, Netback, Refusal, RxDirect, VifStats};
 use crate::packet::{Chain, Packet};
 use crate::route::RouteError;
 use crate::switch::{Switch, SwitchStats};
@@ -198,6 +198,55 @@ pub struct PathStats {
     pub lro_timer_fires: u64,
     /// Where the data path's time goes, by stage ([`StageTimes`]).
     pub stages: StageTimes,
+    /// Guest-to-guest frames: delivered in one copy, or why not ([`G2gStats`]).
+    pub g2g: G2gStats,
+}
+
+/// Frames a guest sent that the switch sent to another guest: how many went in one copy,
+/// grant to grant ([`crate::netback::TxHead`]), and why the others did not. Counted only
+/// while the direct path is on ([`DataPath::set_g2g_direct`]) and no capture runs; frames
+/// whose headers do not parse within the head are counted by the sender's vif
+/// (`tx_head_unparsed`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct G2gStats {
+    /// Frames delivered straight from the sender's grants into the receiver's buffers.
+    pub single_copy_packets: u64,
+    /// Their bytes after the headers, copied grant to grant (once).
+    pub single_copy_bytes: u64,
+    /// Their header bytes, copied out of the sender and into the receiver.
+    pub head_bytes: u64,
+    /// Frames the switch sent elsewhere than to another guest's vif (the physical port, the
+    /// driver domain's stack, a relayed guest): copied out whole, as before.
+    pub not_to_guest: u64,
+    /// Frames the switch dropped (no payload copied).
+    pub switch_drops: u64,
+    /// Flooded frames (every port gets its own copy).
+    pub flooded: u64,
+    /// Frames sent the whole-copy way because an earlier frame of the same poll to the same
+    /// guest was, or an earlier frame of the poll was flooded (they must not overtake it).
+    pub behind_fallback: u64,
+    /// Refusals by the receiver ([`Refusal`]).
+    pub receiver_down: u64,
+    pub receiver_mechanism: u64,
+    pub receiver_queued: u64,
+    pub receiver_features: u64,
+    pub receiver_no_buffers: u64,
+    /// Copies that failed on the sender's side (the sender's vif failed) or on the
+    /// receiver's (the receiver's vif failed).
+    pub sender_failed: u64,
+    pub receiver_failed: u64,
+}
+
+impl G2gStats {
+    fn refused(&mut self, why: Refusal) {
+        *match why {
+            Refusal::Down => &mut self.receiver_down,
+            Refusal::Mechanism => &mut self.receiver_mechanism,
+            Refusal::Queued => &mut self.receiver_queued,
+            Refusal::Features => &mut self.receiver_features,
+            Refusal::NoBuffers => &mut self.receiver_no_buffers,
+        } += 1;
+    }
 }
 
 /// [`StageTimes`] in nanoseconds.
@@ -298,6 +347,11 @@ pub struct DataPath<P: Phy, C: Clock> {
     tap_buf: Vec<u8>,
     /// Packet captures at bridge ports ([`crate::capture`]); one branch per packet when none.
     capture: Captures,
+    /// Guest-to-guest frames go grant to grant ([`DataPath::set_g2g_direct`]).
+    g2g_direct: bool,
+    /// Frames from a direct poll that take the whole-copy way, with the switch's decision
+    /// when it was made (reused buffer).
+    decided: Vec<(Packet, Option<Decision>)>,
     pub stats: PathStats,
 }
 
@@ -330,6 +384,8 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             pending: Vec::new(),
             tap_buf: Vec::new(),
             capture: Captures::default(),
+            g2g_direct: true,
+            decided: Vec::new(),
             stats: PathStats::default(),
         };
         d.lro = lro.map(|p| d.new_engine(p));
@@ -353,6 +409,18 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         debug_assert!(self.switch.ports().is_empty(), "ports attached already");
         self.switch = switch;
         self
+    }
+
+    /// Turns the one-copy guest-to-guest path on (the default) or off. Off, a frame from one
+    /// guest to another is copied out of the sender into a driver-domain buffer, switched,
+    /// queued and copied into the receiver, as every other frame (two copies).
+    pub fn set_g2g_direct(&mut self, on: bool) {
+        self.g2g_direct = on;
+    }
+
+    /// Whether the one-copy guest-to-guest path is on.
+    pub fn g2g_direct(&self) -> bool {
+        self.g2g_direct
     }
 
     // ------------------------------------------------------------------ ports
@@ -821,7 +889,13 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
                 self.stats.chains_forwarded += 1;
             }
         }
-        match self.switch.input(ingress, &pkt, self.now) {
+        let d = self.switch.input(ingress, &pkt, self.now);
+        self.carry_out(ingress, pkt, d);
+    }
+
+    /// Carries out the switch's decision `d` on a packet from `ingress`.
+    fn carry_out(&mut self, ingress: PortId, pkt: Packet, d: Decision) {
+        match d {
             Decision::Forward(p) => self.deliver(p, pkt),
             Decision::Flood => {
                 let mut ports = std::mem::take(&mut self.flood);
@@ -949,6 +1023,9 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
 
     /// One poll of a vif: at most a budget of TX packets, then what its RX queue can take.
     fn vif_poll(&mut self, dom: u16) {
+        if self.direct_possible(dom) {
+            return self.vif_poll_direct(dom);
+        }
         let tx_budget = self.cfg.budget * 4;
         let mut out = std::mem::take(&mut self.pending);
         let res = {
@@ -973,6 +1050,135 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         }
         self.flush_vifs();
         // Packets still waiting for this guest's buffers: the guest's notification re-arms us.
+    }
+
+    /// Whether vif `dom`'s frames may go to another guest in one copy now: the path is on,
+    /// no capture runs (a capture sees every frame whole), there is another vif, and the
+    /// sender runs `copy`.
+    fn direct_possible(&self, dom: u16) -> bool {
+        self.g2g_direct
+            && !self.capture.active()
+            && self.vifs.len() > 1
+            && self
+                .vifs
+                .get(&dom)
+                .is_some_and(|v| v.netback.mechanism() == Mechanism::Copy)
+    }
+
+    /// [`DataPath::vif_poll`] with guest-to-guest frames delivered in one copy: the sender's
+    /// netback offers each frame's headers ([`Netback::tx_poll_direct`]); the switch decides
+    /// on them once; a frame for another connected guest goes grant to grant when that guest
+    /// takes it now ([`Netback::rx_direct`]); every other frame is copied out whole and
+    /// carried out with the decision already made. Once one frame of the poll has taken the
+    /// whole-copy way towards a guest, that guest's later frames of the poll do too (after a
+    /// flood, every frame of the poll): a later frame must not overtake it.
+    fn vif_poll_direct(&mut self, dom: u16) {
+        let Some(mut v) = self.vifs.remove(&dom) else {
+            return;
+        };
+        let tx_budget = self.cfg.budget * 4;
+        let ingress = vif_port(dom);
+        let mut out = std::mem::take(&mut self.decided);
+        let mut receivers_failed: Vec<u16> = Vec::new();
+        let t = self.clock.ticks();
+        let res = {
+            let (switch, vifs, stats, now) =
+                (&mut self.switch, &mut self.vifs, &mut self.stats, self.now);
+            // Receivers a frame of this poll went to the whole-copy way (all of them after a
+            // flood): later frames for them must not overtake it.
+            let (mut behind_all, mut behind) = (false, Vec::new());
+            let r = v.netback.tx_poll_direct(
+                tx_budget,
+                |h| {
+                    if behind_all {
+                        stats.g2g.behind_fallback += 1;
+                        return Direct::Copy(None);
+                    }
+                    let d = switch.input_frame(ingress, h.head, h.len, now);
+                    stats.stages.switched_packets += 1;
+                    let to = match d {
+                        Decision::Forward(p) => p.0.checked_sub(1).filter(|r| vifs.contains_key(r)),
+                        Decision::Flood => {
+                            behind_all = true;
+                            stats.g2g.flooded += 1;
+                            None
+                        }
+                        Decision::Drop(_) => {
+                            stats.bridge_drops += 1;
+                            stats.g2g.switch_drops += 1;
+                            return Direct::Done;
+                        }
+                    };
+                    let Some(rdom) = to else {
+                        stats.g2g.not_to_guest += u64::from(!behind_all);
+                        return Direct::Copy(Some(d));
+                    };
+                    if behind.contains(&rdom) {
+                        stats.g2g.behind_fallback += 1;
+                        return Direct::Copy(Some(d));
+                    }
+                    let rv = vifs.get_mut(&rdom).expect("checked above");
+                    let r = rv.netback.rx_direct(h);
+                    if rv.netback.fatal().is_some() && r != RxDirect::Refused(Refusal::Down) {
+                        receivers_failed.push(rdom);
+                    }
+                    match r {
+                        RxDirect::Delivered => {
+                            rv.dirty = true;
+                            stats.g2g.single_copy_packets += 1;
+                            stats.g2g.single_copy_bytes += h.payload_len() as u64;
+                            stats.g2g.head_bytes += h.head.len() as u64;
+                            Direct::Done
+                        }
+                        RxDirect::SourceFailed(st) => {
+                            rv.dirty = true;
+                            stats.g2g.sender_failed += 1;
+                            Direct::SourceFailed(st)
+                        }
+                        RxDirect::DestFailed => {
+                            stats.g2g.receiver_failed += 1;
+                            Direct::Done
+                        }
+                        RxDirect::Refused(why) => {
+                            behind.push(rdom);
+                            stats.g2g.refused(why);
+                            Direct::Copy(Some(d))
+                        }
+                    }
+                },
+                |p, d| out.push((p, d)),
+            );
+            v.tx_more = r.as_ref().is_ok_and(|&n| n >= tx_budget);
+            let r = r.and_then(|tx| v.netback.rx_flush().map(|rx| tx + rx));
+            if r == Ok(0) {
+                v.events.idle_polls += 1;
+            }
+            r
+        };
+        self.stats.stages.netback_ticks += self.clock.ticks().wrapping_sub(t);
+        self.vifs.insert(dom, v);
+        // The frames that take the whole-copy way, in order, each switched once.
+        let (t, e) = (self.clock.ticks(), self.stats.stages.egress_ticks);
+        for (pkt, d) in out.drain(..) {
+            match d {
+                Some(d) => self.carry_out(ingress, pkt, d),
+                None => {
+                    self.stats.stages.switched_packets += 1;
+                    self.route(ingress, pkt);
+                }
+            }
+        }
+        self.charge_switching(t, e);
+        self.decided = out;
+        for r in receivers_failed {
+            if let Some(f) = self.vifs.get(&r).and_then(|v| v.netback.fatal()) {
+                self.fail(r, f);
+            }
+        }
+        if let Err(f) = res {
+            self.fail(dom, f);
+        }
+        self.flush_vifs();
     }
 
     /// Frames from TAP port `port` (at most [`TAP_READS_PER_CALL`]): each is bridged.

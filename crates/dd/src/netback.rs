@@ -83,6 +83,9 @@ use serde::{Deserialize, Serialize};
 use crate::packet::Packet;
 use crate::pool::{Pool, PoolSpec, POOL_AUDIT_EVERY};
 
+mod g2g;
+pub use g2g::{Direct, Refusal, RxDirect, TxHead, G2G_HEAD_LEN};
+
 /// The largest packet a guest may receive or send: 64 KiB of IP plus an Ethernet header.
 pub const MAX_PACKET: usize = 65535 + 14;
 /// What an Ethernet frame adds to its MTU-sized payload: the header and a VLAN tag.
@@ -378,6 +381,17 @@ pub struct VifStats {
     /// The frontend asked for a pool mechanism the backend did not offer (or for both): the
     /// vif was refused at connect (counted by the toolstack, which owns the handshake).
     pub feature_refused: u64,
+    /// Frames this guest sent that went straight into another guest's buffers
+    /// ([`Netback::tx_poll_direct`]).
+    pub tx_direct_packets: u64,
+    /// Frames whose headers did not parse within [`G2G_HEAD_LEN`] bytes: copied out whole.
+    pub tx_head_unparsed: u64,
+    /// Frames this guest received straight from another guest's grants
+    /// ([`Netback::rx_direct`]).
+    pub rx_direct_packets: u64,
+    /// Frames lost on their way in because the sender's grants failed the copy; their RX
+    /// requests were answered with `NETIF_RSP_ERROR`.
+    pub rx_peer_copy_failed: u64,
 }
 
 impl VifStats {
@@ -434,6 +448,19 @@ impl TxPartial {
         self.rest.clear();
         self.want_data = false;
     }
+}
+
+/// A complete TX packet whose slots agree with each other ([`Netback::tx_check`]).
+#[derive(Clone, Copy)]
+struct TxChecked {
+    first: TxRequest,
+    /// The whole packet's length (the first slot's size).
+    total: usize,
+    /// The first slot's own share of it.
+    first_len: usize,
+    gso: Option<GsoInfo>,
+    /// `NETIF_RSP_OKAY`, or `NETIF_RSP_ERROR` for a packet refused whole (over the MTU).
+    status: i16,
 }
 
 /// Why a page could not be reached through `map` or `persistent`.
@@ -999,54 +1026,77 @@ impl Netback {
         // Responses, in the order the requests were taken.
         let mut pos = 0usize;
         for p in batch {
-            let len = p.len();
-            let gso = p.vnet.gso_kind();
-            let nslots = len.div_ceil(PAGE_SIZE);
-            let mut csum_flags = 0u16;
-            if p.vnet.needs_csum() {
-                csum_flags |= NETRXF_CSUM_BLANK | NETRXF_DATA_VALIDATED;
-            } else if p.vnet.data_valid() {
-                csum_flags |= NETRXF_DATA_VALIDATED;
+            pos = self.rx_respond(pos, p.len(), &p.vnet, NETIF_RSP_OKAY);
+        }
+        Ok(())
+    }
+
+    /// Writes the responses of one packet of `len` bytes with header `vnet` delivered into the
+    /// requests `self.rx_reqs[pos..]` (ring order: data0, the GSO extra if any, data1, ...),
+    /// and counts it; returns the position after its requests. With an error `status` (a
+    /// packet lost after its requests were taken) every data slot carries that status and
+    /// nothing is counted as received.
+    fn rx_respond(
+        &mut self,
+        mut pos: usize,
+        len: usize,
+        vnet: &VirtioNetHdr,
+        status: i16,
+    ) -> usize {
+        let gso = vnet.gso_kind();
+        let nslots = len.div_ceil(PAGE_SIZE);
+        let mut csum_flags = 0u16;
+        if vnet.needs_csum() {
+            csum_flags |= NETRXF_CSUM_BLANK | NETRXF_DATA_VALIDATED;
+        } else if vnet.data_valid() {
+            csum_flags |= NETRXF_DATA_VALIDATED;
+        }
+        for s in 0..nslots {
+            let req = self.rx_reqs[pos];
+            pos += 1;
+            let bytes = (len - s * PAGE_SIZE).min(PAGE_SIZE);
+            let mut flags = if s == 0 { csum_flags } else { 0 };
+            if s + 1 < nslots {
+                flags |= NETRXF_MORE_DATA;
             }
-            for s in 0..nslots {
-                let req = self.rx_reqs[pos];
-                pos += 1;
-                let bytes = (len - s * PAGE_SIZE).min(PAGE_SIZE);
-                let mut flags = if s == 0 { csum_flags } else { 0 };
-                if s + 1 < nslots {
-                    flags |= NETRXF_MORE_DATA;
-                }
-                if s == 0 && gso != vnet::GSO_NONE {
-                    flags |= NETRXF_EXTRA_INFO;
-                }
-                self.rx.put_response(&RxSlot::from_response(&RxResponse {
-                    id: req.id,
-                    offset: 0,
-                    flags,
-                    status: bytes as i16,
-                }));
-                if s == 0 && gso != vnet::GSO_NONE {
-                    pos += 1; // the extra slot consumes a request; its id is not used
-                              // rx_enqueue admitted only kinds the ring carries.
-                    let gso_type = vnet_gso_to_xen(gso)
-                        .ok()
-                        .flatten()
-                        .unwrap_or(XEN_NETIF_GSO_TYPE_TCPV4);
-                    let info = GsoInfo {
-                        size: p.vnet.gso_size,
-                        gso_type,
-                        features: 0,
-                    };
-                    self.rx
-                        .put_response(&RxSlot::from_extra(&ExtraInfo::new_gso(info, false)));
+            if s == 0 && gso != vnet::GSO_NONE {
+                flags |= NETRXF_EXTRA_INFO;
+            }
+            self.rx.put_response(&RxSlot::from_response(&RxResponse {
+                id: req.id,
+                offset: 0,
+                flags,
+                status: if status == NETIF_RSP_OKAY {
+                    bytes as i16
+                } else {
+                    status
+                },
+            }));
+            if s == 0 && gso != vnet::GSO_NONE {
+                pos += 1; // the extra slot consumes a request; its id is not used
+                          // rx_enqueue admitted only kinds the ring carries.
+                let gso_type = vnet_gso_to_xen(gso)
+                    .ok()
+                    .flatten()
+                    .unwrap_or(XEN_NETIF_GSO_TYPE_TCPV4);
+                let info = GsoInfo {
+                    size: vnet.gso_size,
+                    gso_type,
+                    features: 0,
+                };
+                self.rx
+                    .put_response(&RxSlot::from_extra(&ExtraInfo::new_gso(info, false)));
+                if status == NETIF_RSP_OKAY {
                     self.stats.rx_gso_packets += 1;
                 }
             }
+        }
+        if status == NETIF_RSP_OKAY {
             self.stats.rx_packets += 1;
             self.stats.rx_bytes += len as u64;
-            self.stats.rx_slots += Self::rx_slots_needed(p) as u64;
+            self.stats.rx_slots += (nslots + usize::from(gso != vnet::GSO_NONE)) as u64;
         }
-        Ok(())
+        pos
     }
 
     /// `map` and `persistent` RX: writes each run of ops on one grant of one packet through a
@@ -1243,6 +1293,20 @@ impl Netback {
         budget: usize,
         mut deliver: impl FnMut(Packet),
     ) -> Result<usize, Fatal> {
+        self.tx_poll_with(budget, |nb| {
+            if let Some(p) = nb.tx_finish()? {
+                deliver(p);
+            }
+            Ok(())
+        })
+    }
+
+    /// The TX poll loop: assembles up to `budget` packets and has `finish` finish each one.
+    fn tx_poll_with(
+        &mut self,
+        budget: usize,
+        mut finish: impl FnMut(&mut Netback) -> Result<(), Fatal>,
+    ) -> Result<usize, Fatal> {
         if let Some(f) = self.fatal {
             return Err(f);
         }
@@ -1263,9 +1327,7 @@ impl Netback {
                 let slot = self.tx.take_request();
                 self.tx_take_slot(slot)?;
                 if self.tx_partial.complete() {
-                    if let Some(p) = self.tx_finish()? {
-                        deliver(p);
-                    }
+                    finish(self)?;
                     done += 1;
                     if done >= budget {
                         break;
@@ -1329,8 +1391,8 @@ impl Netback {
         Ok(())
     }
 
-    /// Validates the assembled packet, copies it out of the guest and answers its slots.
-    fn tx_finish(&mut self) -> Result<Option<Packet>, Fatal> {
+    /// Checks the assembled packet's slots against each other and the MTU.
+    fn tx_check(&mut self) -> Result<TxChecked, Fatal> {
         let first = self
             .tx_partial
             .first
@@ -1345,74 +1407,76 @@ impl Netback {
             return Err(self.fail(Fatal::TxCrossPage));
         }
         let gso = self.tx_partial.extras.iter().find_map(|e| e.gso());
-        let mut vnet_hdr = VirtioNetHdr::default();
         let mut status = NETIF_RSP_OKAY;
         if gso.is_none() && total > self.max_frame {
             self.stats.tx_oversize += 1;
             status = NETIF_RSP_ERROR;
         }
-        let mut data = Vec::new();
-        if status == NETIF_RSP_OKAY && self.mechanism != Mechanism::Copy {
-            data = vec![0u8; total];
-            let mut segs = Vec::with_capacity(1 + self.tx_partial.rest.len());
-            segs.push((first.gref, first.offset, 0usize, first_len));
-            let mut at = first_len;
-            for r in &self.tx_partial.rest {
-                segs.push((r.gref, r.offset, at, r.size as usize));
-                at += r.size as usize;
+        Ok(TxChecked {
+            first,
+            total,
+            first_len,
+            gso,
+            status,
+        })
+    }
+
+    /// The packet's pieces in the guest's pages, in order: (grant, offset in its page, offset
+    /// in the packet, length).
+    fn tx_segs(&self, c: &TxChecked) -> Vec<(u32, u16, usize, usize)> {
+        let mut segs = Vec::with_capacity(1 + self.tx_partial.rest.len());
+        segs.push((c.first.gref, c.first.offset, 0usize, c.first_len));
+        let mut at = c.first_len;
+        for r in &self.tx_partial.rest {
+            segs.push((r.gref, r.offset, at, r.size as usize));
+            at += r.size as usize;
+        }
+        segs
+    }
+
+    /// Grant-copies `data.len()` bytes of the packet, starting at byte `from`, out of the
+    /// guest's pages into `data` (one batch).
+    fn tx_copy_range(
+        &mut self,
+        segs: &[(u32, u16, usize, usize)],
+        from: usize,
+        data: &mut [u8],
+    ) -> Result<(), Fatal> {
+        let to = from + data.len();
+        let mut ops: Vec<CopyFromGuest<'_>> = Vec::with_capacity(segs.len());
+        let mut tail = data;
+        for &(gref, off, start, len) in segs {
+            let (a, b) = (start.max(from), (start + len).min(to));
+            if a >= b {
+                continue;
             }
-            if self.mechanism.is_pool() {
-                self.tx_read_pool(&segs, &mut data)?;
-            } else {
-                self.tx_read_mapped(&segs, &mut data)?;
-            }
-        } else if status == NETIF_RSP_OKAY {
-            data = vec![0u8; total];
-            let mut ops: Vec<CopyFromGuest<'_>> =
-                Vec::with_capacity(1 + self.tx_partial.rest.len());
-            let (head, mut tail) = data.split_at_mut(first_len);
+            let (piece, t) = std::mem::take(&mut tail).split_at_mut(b - a);
+            tail = t;
             ops.push(CopyFromGuest {
-                dst: head,
-                gref: GrantRef(first.gref),
-                offset: first.offset,
+                dst: piece,
+                gref: GrantRef(gref),
+                offset: off + (a - start) as u16,
                 status: GntStatus::Okay,
             });
-            for r in &self.tx_partial.rest {
-                let (piece, t) = tail.split_at_mut(r.size as usize);
-                tail = t;
-                ops.push(CopyFromGuest {
-                    dst: piece,
-                    gref: GrantRef(r.gref),
-                    offset: r.offset,
-                    status: GntStatus::Okay,
-                });
-            }
-            self.hv.copy_from_guest(DomId::DRIVER, self.domid, &mut ops);
-            self.stats.tx_copy_ops += ops.len() as u64;
-            if let Some(bad) = ops.iter().find(|o| o.status != GntStatus::Okay) {
-                let f = if bad.status == GntStatus::BadGntref {
-                    Fatal::TxBadGref
-                } else {
-                    Fatal::TxCopyFailed
-                };
-                return Err(self.fail(f));
-            }
-            drop(ops);
         }
-        if status == NETIF_RSP_OKAY {
-            let blank = first.flags & NETTXF_CSUM_BLANK != 0;
-            let valid = first.flags & NETTXF_DATA_VALIDATED != 0;
-            match vnet_hdr_for(&data, blank, valid, gso) {
-                Some(h) => vnet_hdr = h,
-                None => {
-                    self.stats.tx_bad_csum += 1;
-                    status = NETIF_RSP_ERROR;
-                }
-            }
+        self.hv.copy_from_guest(DomId::DRIVER, self.domid, &mut ops);
+        self.stats.tx_copy_ops += ops.len() as u64;
+        if let Some(bad) = ops.iter().find(|o| o.status != GntStatus::Okay) {
+            let f = if bad.status == GntStatus::BadGntref {
+                Fatal::TxBadGref
+            } else {
+                Fatal::TxCopyFailed
+            };
+            return Err(self.fail(f));
         }
-        // Answer every slot: data slots with the packet's status, extras with NULL.
+        Ok(())
+    }
+
+    /// Answers every slot of the assembled packet (data slots with `status`, extras with
+    /// NULL) and forgets it.
+    fn tx_answer(&mut self, first_id: u16, status: i16) {
         self.tx.put_response(&TxResponse {
-            id: first.id,
+            id: first_id,
             status,
         });
         for _ in 0..self.tx_partial.extras.len() {
@@ -1426,14 +1490,48 @@ impl Netback {
             self.tx.put_response(&TxResponse { id, status });
         }
         self.tx_partial.clear();
+    }
+
+    /// Counts a packet taken from the guest.
+    fn tx_count(&mut self, total: usize, gso: bool) {
+        self.stats.tx_packets += 1;
+        self.stats.tx_bytes += total as u64;
+        if gso {
+            self.stats.tx_gso_packets += 1;
+        }
+    }
+
+    /// Validates the assembled packet, copies it out of the guest and answers its slots.
+    fn tx_finish(&mut self) -> Result<Option<Packet>, Fatal> {
+        let c = self.tx_check()?;
+        let mut status = c.status;
+        let mut vnet_hdr = VirtioNetHdr::default();
+        let mut data = Vec::new();
+        if status == NETIF_RSP_OKAY {
+            data = vec![0u8; c.total];
+            let segs = self.tx_segs(&c);
+            if self.mechanism.is_pool() {
+                self.tx_read_pool(&segs, &mut data)?;
+            } else if self.mechanism != Mechanism::Copy {
+                self.tx_read_mapped(&segs, &mut data)?;
+            } else {
+                self.tx_copy_range(&segs, 0, &mut data)?;
+            }
+            let blank = c.first.flags & NETTXF_CSUM_BLANK != 0;
+            let valid = c.first.flags & NETTXF_DATA_VALIDATED != 0;
+            match vnet_hdr_for(&data, blank, valid, c.gso) {
+                Some(h) => vnet_hdr = h,
+                None => {
+                    self.stats.tx_bad_csum += 1;
+                    status = NETIF_RSP_ERROR;
+                }
+            }
+        }
+        self.tx_answer(c.first.id, status);
         if status != NETIF_RSP_OKAY {
             return Ok(None);
         }
-        self.stats.tx_packets += 1;
-        self.stats.tx_bytes += total as u64;
-        if gso.is_some() {
-            self.stats.tx_gso_packets += 1;
-        }
+        self.tx_count(c.total, c.gso.is_some());
         Ok(Some(Packet::linear(vnet_hdr, data)))
     }
 

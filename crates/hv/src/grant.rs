@@ -656,6 +656,53 @@ pub struct CopyFromGuest<'a> {
     pub status: GntStatus,
 }
 
+/// One `GNTTABOP_copy` op whose source and destination are both grant references
+/// (`GNTCOPY_source_gref | GNTCOPY_dest_gref` in `xen/include/public/grant_table.h`): the
+/// caller copies from a page one domain granted it into a page another domain granted it,
+/// without the bytes passing through a buffer of its own (HP Labs' "copy guest to guest once").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyGrantToGrant {
+    /// The source grant (read access suffices) and the offset into its page.
+    pub src_gref: GrantRef,
+    pub src_offset: u16,
+    /// The destination grant (must be writable) and the offset into its page.
+    pub dst_gref: GrantRef,
+    pub dst_offset: u16,
+    /// Bytes to copy; `offset + len` must stay within each page.
+    pub len: u16,
+    /// Result on the source side, set by the copy.
+    pub src_status: GntStatus,
+    /// Result on the destination side; meaningful only when `src_status` is `Okay` (a failed
+    /// source stops the op before the destination is looked at, as in Xen's `gnttab_copy_one`).
+    pub dst_status: GntStatus,
+}
+
+impl CopyGrantToGrant {
+    /// An op from `src_gref` at `src_offset` to `dst_gref` at `dst_offset`, statuses `Okay`.
+    pub fn new(
+        src_gref: GrantRef,
+        src_offset: u16,
+        dst_gref: GrantRef,
+        dst_offset: u16,
+        len: u16,
+    ) -> CopyGrantToGrant {
+        CopyGrantToGrant {
+            src_gref,
+            src_offset,
+            dst_gref,
+            dst_offset,
+            len,
+            src_status: GntStatus::Okay,
+            dst_status: GntStatus::Okay,
+        }
+    }
+
+    /// Both sides succeeded.
+    pub fn ok(&self) -> bool {
+        self.src_status == GntStatus::Okay && self.dst_status == GntStatus::Okay
+    }
+}
+
 /// What a copy batch needs of an op, in either direction.
 trait CopyOp {
     /// The guest page is the destination (needs write access).
@@ -806,6 +853,82 @@ impl Hypervisor {
             d.release(&mut held);
         }
         self.stats.flush(&l);
+    }
+
+    /// `GNTTABOP_copy` between two guests' granted pages, for grants `src` and `dst` both gave
+    /// to `caller`: each op validates and pins the source grant for reading and the destination
+    /// grant for writing (each checked as a one-sided copy checks it), copies, and reports
+    /// each side's status. Every op gets its own statuses; a failed op does not stop the batch.
+    /// The bytes copied are counted once (`copy_bytes`), as is the op (`copy_ops`).
+    pub fn copy_grant_to_grant(
+        &self,
+        caller: DomId,
+        src: DomId,
+        dst: DomId,
+        ops: &mut [CopyGrantToGrant],
+    ) {
+        let mut l = GrantStatsSnapshot {
+            copy_batches: 1,
+            copy_ops: ops.len() as u64,
+            ..Default::default()
+        };
+        // The destination side's counters: its failures, never its bytes.
+        let mut ld = GrantStatsSnapshot::default();
+        let (sd, dd) = (self.domain(src), self.domain(dst));
+        let (mut hs, mut hd) = (Held::default(), Held::default());
+        for op in ops.iter_mut() {
+            op.src_status = GntStatus::Okay;
+            op.dst_status = GntStatus::Okay;
+            let Some(s) = &sd else {
+                l.bad_domain += 1;
+                op.src_status = GntStatus::BadDomain;
+                continue;
+            };
+            let Some(d) = &dd else {
+                l.bad_domain += 1;
+                op.dst_status = GntStatus::BadDomain;
+                continue;
+            };
+            let len = usize::from(op.len);
+            let sspec = OpSpec {
+                caller,
+                gref: op.src_gref,
+                offset: op.src_offset,
+                len,
+                to_guest: false,
+            };
+            let dspec = OpSpec {
+                caller,
+                gref: op.dst_gref,
+                offset: op.dst_offset,
+                len,
+                to_guest: true,
+            };
+            let mut dst_status = GntStatus::Okay;
+            op.src_status = s.copy_one(sspec, &mut hs, &mut l, |from| {
+                dst_status = d.copy_one(dspec, &mut hd, &mut ld, |to| {
+                    // SAFETY: copy_one checked each side's offset + len against its page and
+                    // holds both pages pinned while this runs. Both may be the same page of the
+                    // same guest (a guest sending to itself), so the ranges may overlap:
+                    // `copy` (memmove) is used, not `copy_nonoverlapping`.
+                    unsafe { std::ptr::copy(from, to, len) }
+                });
+            });
+            op.dst_status = dst_status;
+            if op.src_status == GntStatus::Okay && dst_status != GntStatus::Okay {
+                // The source side counted bytes that never arrived.
+                l.copy_bytes -= len as u64;
+            }
+        }
+        if let Some(s) = &sd {
+            s.release(&mut hs);
+        }
+        if let Some(d) = &dd {
+            d.release(&mut hd);
+        }
+        ld.copy_bytes = 0;
+        self.stats.flush(&l);
+        self.stats.flush(&ld);
     }
 
     /// Maps grant `gref` of `target` into this process (read-only or read-write). The entry
@@ -1186,6 +1309,94 @@ mod tests {
             ($($f:ident),*) => { GrantStatsSnapshot { $( $f: after.$f - before.$f ),* } };
         }
         stats_fields!(sub)
+    }
+
+    /// Two guests (GUEST and OTHER) with their tables, registered with one hypervisor.
+    fn two_guests() -> (Fixture, Arc<GuestMemory>, GuestGrantTable) {
+        let f = fixture();
+        let (mem2, gt2) = new_guest("g2", PAGES, GRANT_FRAMES).unwrap();
+        f.hv.add_domain(OTHER, mem2.clone(), GRANT_FRAMES);
+        (f, mem2, gt2)
+    }
+
+    #[test]
+    fn grant_to_grant_copies_between_guests_once() {
+        let (mut f, mem2, mut gt2) = two_guests();
+        let src = grant(&mut f, 9, true);
+        let dst = gt2.alloc().unwrap();
+        gt2.grant_access(dst, DomId::DRIVER, Pfn(10), false);
+        let bytes: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+        f.mem.write(Pfn(9), 100, &bytes).unwrap();
+        let before = f.hv.stats();
+        let mut ops = [
+            CopyGrantToGrant::new(src, 100, dst, 3000, 1000),
+            // Second op on the same pair of grants: no new pin.
+            CopyGrantToGrant::new(src, 0, dst, 0, 10),
+        ];
+        f.hv.copy_grant_to_grant(DomId::DRIVER, GUEST, OTHER, &mut ops);
+        assert!(ops.iter().all(CopyGrantToGrant::ok));
+        let mut got = vec![0u8; 1000];
+        mem2.read(Pfn(10), 3000, &mut got).unwrap();
+        assert_eq!(got, bytes);
+        let d = delta(before, f.hv.stats());
+        assert_eq!((d.copy_batches, d.copy_ops, d.copy_bytes), (1, 2, 1010));
+        // Every pin was dropped: both guests can revoke.
+        assert!(f.gt.end_access(src));
+        assert!(gt2.end_access(dst));
+    }
+
+    #[test]
+    fn grant_to_grant_validates_both_sides() {
+        let (mut f, mem2, mut gt2) = two_guests();
+        let src = grant(&mut f, 9, true);
+        let ro = gt2.alloc().unwrap();
+        gt2.grant_access(ro, DomId::DRIVER, Pfn(10), true);
+        let rw = gt2.alloc().unwrap();
+        gt2.grant_access(rw, DomId::DRIVER, Pfn(11), false);
+        f.mem.write(Pfn(9), 0, &[0xAB; 64]).unwrap();
+        let before = f.hv.stats();
+        let mut ops = [
+            // Destination granted read-only: refused on the destination side.
+            CopyGrantToGrant::new(src, 0, ro, 0, 64),
+            // Source reference outside the table: refused on the source side.
+            CopyGrantToGrant::new(GrantRef(1 << 20), 0, rw, 0, 64),
+            // Destination range past the page end.
+            CopyGrantToGrant::new(src, 0, rw, 4090, 64),
+            // The source guest never granted this reference.
+            CopyGrantToGrant::new(GrantRef(100), 0, rw, 0, 64),
+        ];
+        f.hv.copy_grant_to_grant(DomId::DRIVER, GUEST, OTHER, &mut ops);
+        assert_eq!(
+            (ops[0].src_status, ops[0].dst_status),
+            (GntStatus::Okay, GntStatus::GeneralError)
+        );
+        assert_eq!(ops[1].src_status, GntStatus::BadGntref);
+        assert_eq!(
+            (ops[2].src_status, ops[2].dst_status),
+            (GntStatus::Okay, GntStatus::BadCopyArg)
+        );
+        assert_eq!(ops[3].src_status, GntStatus::GeneralError);
+        let d = delta(before, f.hv.stats());
+        assert_eq!(d.copy_bytes, 0);
+        assert_eq!(
+            (
+                d.readonly_violation,
+                d.bad_gntref,
+                d.bad_copy_arg,
+                d.general_error
+            ),
+            (1, 1, 1, 1)
+        );
+        for p in [10, 11] {
+            let mut got = [0u8; 64];
+            mem2.read(Pfn(p), 0, &mut got).unwrap();
+            assert_eq!(got, [0u8; 64], "page {p} untouched");
+        }
+        // An unknown destination domain.
+        let mut ops = [CopyGrantToGrant::new(src, 0, rw, 0, 1)];
+        f.hv.copy_grant_to_grant(DomId::DRIVER, GUEST, DomId(99), &mut ops);
+        assert_eq!(ops[0].dst_status, GntStatus::BadDomain);
+        assert!(f.gt.end_access(src));
     }
 
     #[test]

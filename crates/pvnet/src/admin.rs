@@ -41,6 +41,9 @@ pub struct SetRequest {
     pub lro: Option<LroChange>,
     pub mode: Option<lro::Mode>,
     pub bo: Option<bool>,
+    /// Guest-to-guest frames in one copy, grant to grant (on by default).
+    #[serde(default)]
+    pub g2g: Option<bool>,
 }
 
 /// A change of the aggregation policy. (Not an `Option<Policy>`: inside `SetRequest`'s own
@@ -69,6 +72,9 @@ pub struct Settings {
     pub lro: String,
     pub mode: lro::Mode,
     pub bo: bool,
+    /// Guest-to-guest frames in one copy.
+    #[serde(default)]
+    pub g2g: bool,
 }
 
 /// The daemon's answer to an [`AdminRequest`].
@@ -144,6 +150,7 @@ mod tests {
                 lro,
                 mode: Some(lro::Mode::Page),
                 bo: Some(false),
+                g2g: Some(false),
             });
             let back: AdminRequest =
                 serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();

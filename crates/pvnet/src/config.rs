@@ -72,6 +72,10 @@ pub struct DaemonConfig {
     /// Modelled cost of one VM exit, nanoseconds.
     #[serde(default)]
     pub exit_cost_ns: u64,
+    /// Guest-to-guest frames in one copy, grant to grant (`pvnet set --g2g`); off, they are
+    /// copied through a driver-domain buffer (the `g2g-copy2` bench configuration).
+    #[serde(default = "yes")]
+    pub g2g: bool,
 }
 
 fn default_mtu() -> u32 {
@@ -163,6 +167,7 @@ impl Default for DaemonConfig {
             hvm: 0,
             hvm_path: pvnet_hvm::Path::Original,
             exit_cost_ns: 0,
+            g2g: true,
         }
     }
 }

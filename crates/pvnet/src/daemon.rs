@@ -148,7 +148,7 @@ pub fn make_switch(mode: switch::Mode, rules: Option<&str>) -> Result<switch::Sw
 
 /// A driver domain's data path with no ports, configured as `cfg` says.
 fn new_datapath(cfg: &DaemonConfig) -> Result<DataPath<Pnic, SystemClock>> {
-    Ok(DataPath::new(
+    let mut dp = DataPath::new(
         PathConfig {
             budget: cfg.budget,
             bo: cfg.bo,
@@ -157,7 +157,9 @@ fn new_datapath(cfg: &DaemonConfig) -> Result<DataPath<Pnic, SystemClock>> {
         cfg.lro.map(|l| l.policy),
         cfg.lro.map(|l| l.mode).unwrap_or_default(),
     )
-    .with_switch(make_switch(cfg.switch, cfg.rules.as_deref())?))
+    .with_switch(make_switch(cfg.switch, cfg.rules.as_deref())?);
+    dp.set_g2g_direct(cfg.g2g);
+    Ok(dp)
 }
 
 /// The real clock: nanoseconds since the daemon started, and the TSC.
@@ -1471,6 +1473,11 @@ impl Daemon {
             }
         }
         self.dp.set(r.lro.map(LroChange::policy), r.mode, r.bo);
+        if let Some(on) = r.g2g {
+            self.dp.set_g2g_direct(on);
+            // A restarted driver domain keeps the setting.
+            self.cfg.g2g = on;
+        }
         self.cfg.bo = self.dp.config().bo;
         self.cfg.lro = self.dp.lro_policy().map(|policy| LroSettings {
             policy,
@@ -1489,6 +1496,7 @@ impl Daemon {
                 .map_or_else(|| "off".into(), |p| p.to_string()),
             mode: self.dp.lro_mode(),
             bo: self.cfg.bo,
+            g2g: self.dp.g2g_direct(),
         }
     }
 

@@ -116,6 +116,10 @@ enum Cmd {
         /// Modelled cost of one VM exit in nanoseconds (spent by the HVM vCPU per port access).
         #[arg(long, default_value_t = 0)]
         exit_cost_ns: u64,
+        /// Guest-to-guest frames in one copy, grant to grant (`on`), or copied through a
+        /// driver-domain buffer (`off`); `pvnet set --g2g` changes it later.
+        #[arg(long, value_parser = on_off, default_value = "on")]
+        g2g: bool,
     },
     /// Change the data path of a running system: aggregation policy, representation, BO.
     Set {
@@ -136,6 +140,10 @@ enum Cmd {
         /// The HVM guests' port-I/O path, flipped live: `original`, `seed` or `max`.
         #[arg(long, value_parser = hvm_path_parser())]
         hvm_path: Option<pvnet_hvm::Path>,
+        /// Guest-to-guest frames in one copy, grant to grant (`on`, the default), or copied
+        /// through a driver-domain buffer (`off`).
+        #[arg(long, value_parser = on_off)]
+        g2g: Option<bool>,
     },
     /// Stop a run and remove everything it created.
     Down {
@@ -469,6 +477,7 @@ fn run(cli: Cli) -> Result<()> {
             hvm,
             hvm_path,
             exit_cost_ns,
+            g2g,
         } => {
             let settings = lro.settings();
             config::check_mtu(mtu)?;
@@ -521,6 +530,7 @@ fn run(cli: Cli) -> Result<()> {
                 hvm,
                 hvm_path,
                 exit_cost_ns,
+                g2g,
             };
             if mode == Mode::Linux && (settings.is_some() || lro.bo) {
                 bail!("--lro and --bo need the driver domain (--mode xen or relay)");
@@ -617,9 +627,15 @@ fn run(cli: Cli) -> Result<()> {
             lro_mode,
             bo,
             hvm_path,
+            g2g,
         } => {
-            if lro.is_none() && lro_mode.is_none() && bo.is_none() && hvm_path.is_none() {
-                bail!("nothing to set: give --lro, --lro-mode, --bo or --hvm-path");
+            if lro.is_none()
+                && lro_mode.is_none()
+                && bo.is_none()
+                && hvm_path.is_none()
+                && g2g.is_none()
+            {
+                bail!("nothing to set: give --lro, --lro-mode, --bo, --g2g or --hvm-path");
             }
             need_root("set")?;
             let id = rundir::pick_run(id.as_deref())?;
@@ -631,7 +647,7 @@ fn run(cli: Cli) -> Result<()> {
                     AdminReply::Error(e) => bail!("{e}"),
                     other => bail!("the daemon answered an hvm-path request with {other:?}"),
                 }
-                if lro.is_none() && lro_mode.is_none() && bo.is_none() {
+                if lro.is_none() && lro_mode.is_none() && bo.is_none() && g2g.is_none() {
                     return Ok(());
                 }
             }
@@ -640,18 +656,21 @@ fn run(cli: Cli) -> Result<()> {
                 lro: lro.map(|l| l.0.map_or(admin::LroChange::Off, admin::LroChange::On)),
                 mode: lro_mode,
                 bo,
+                g2g,
             });
             let st = match admin::call(&id, &req)? {
                 AdminReply::Set(st) => st,
                 AdminReply::Error(e) => bail!("{e}"),
                 other => bail!("the daemon answered a set request with {other:?}"),
             };
+            let on = |b: bool| if b { "on" } else { "off" };
             println!(
-                "pvnet: {}: lro {}, mode {}, bo {}",
+                "pvnet: {}: lro {}, mode {}, bo {}, g2g {}",
                 st.port,
                 st.lro,
                 st.mode,
-                if st.bo { "on" } else { "off" }
+                on(st.bo),
+                on(st.g2g)
             );
             Ok(())
         }
@@ -800,6 +819,9 @@ fn print_stat(v: &serde_json::Value) {
         }
     };
     flat("daemon", &v["daemon"]);
+    if v["daemon"]["g2g"].is_object() {
+        flat("  g2g", &v["daemon"]["g2g"]);
+    }
     flat("pnic", &v["pnic"]);
     flat("grant", &v["grant"]);
     flat("bridge", &v["bridge"]);

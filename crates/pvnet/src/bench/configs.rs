@@ -42,7 +42,7 @@ pub const CONFIGS: [(&str, &str); 8] = [
 /// Named configurations outside the default set: the floor of this emulation, and the
 /// switching alternatives (`--configs linux,xen,relay,route,...`). Not in the default run,
 /// which must stay under 5 minutes.
-pub const EXTRA: [(&str, &str); 11] = [
+pub const EXTRA: [(&str, &str); 13] = [
     (
         "hvm",
         "an HVM guest on the emulated NE2000: every port access an ioreq round trip to its device model (Zhang, Li and Guan's original path)",
@@ -87,7 +87,44 @@ pub const EXTRA: [(&str, &str); 11] = [
         "bridge-nf",
         "the PV path with the bridge plus a per-packet rule pass (the default rule set) standing for bridge netfilter",
     ),
+    (
+        "g2g-copy",
+        "a stream from guest 0 to guest 1 on the same driver domain, netback under copy: one copy, grant to grant",
+    ),
+    (
+        "g2g-copy2",
+        "g2g-copy with the one-copy path off: copied out of guest 0 into a driver-domain buffer, then into guest 1 (two copies)",
+    ),
 ];
+
+/// The prefix of the guest-to-guest configurations: `g2g-MECHANISM` streams from guest 0 to
+/// guest 1 with netback running that grant mechanism (any of [`Mechanism::ALL`], so a new
+/// mechanism gets its configuration by being added there).
+pub const G2G_PREFIX: &str = "g2g-";
+
+/// The grant mechanism of a guest-to-guest configuration (`g2g-copy`: copy); None for any
+/// other configuration, an error for `g2g-` and a name that is no mechanism.
+pub fn g2g_mechanism(base: &str) -> Option<Result<Mechanism>> {
+    let m = base.strip_prefix(G2G_PREFIX)?;
+    if base == G2G_TWO_COPIES {
+        return Some(Ok(Mechanism::Copy));
+    }
+    Some(m.parse::<Mechanism>().map_err(|e| {
+        let all: Vec<&str> = Mechanism::ALL.iter().map(|m| m.name()).collect();
+        anyhow::anyhow!(
+            "configuration {base:?}: {e}; the guest-to-guest configurations are g2g-{}",
+            all.join(", g2g-")
+        )
+    }))
+}
+
+/// The guest-to-guest configuration under copy with the one-copy path off.
+pub const G2G_TWO_COPIES: &str = "g2g-copy2";
+
+/// Whether configuration `config` streams from one guest to another.
+pub fn is_g2g(config: &str) -> bool {
+    Name::parse(config).is_ok_and(|n| n.base.starts_with(G2G_PREFIX))
+}
 
 /// The default `--configs`: every named configuration but the [`EXTRA`] ones.
 pub fn all() -> Vec<String> {
@@ -167,7 +204,12 @@ pub fn describe(config: &str) -> String {
     let (base, exit_cost_ns) = split_exit_cost(base).unwrap_or((base, 0));
     let mut d = match CONFIGS.iter().chain(&EXTRA).find(|(n, _)| *n == base) {
         Some((_, d)) => d.to_string(),
-        None => format!("LRO with flush policy {base}"),
+        None => match g2g_mechanism(base) {
+            Some(Ok(m)) => format!(
+                "a stream from guest 0 to guest 1 on the same driver domain, netback under {m}"
+            ),
+            _ => format!("LRO with flush policy {base}"),
+        },
     };
     if exit_cost_ns > 0 {
         d.push_str(&format!(
@@ -204,12 +246,16 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
             mode: lro::Mode::Skb,
         }))
     };
+    let g2g = g2g_mechanism(config).transpose()?;
+    if g2g.is_some() && (name.dir == Direction::Tx || name.guests > 1) {
+        bail!("configuration {config:?} streams from guest 0 to guest 1: it has no @tx or /gN variant");
+    }
     let grant = match config {
         "map" => Mechanism::Map,
         "persistent" => Mechanism::Persistent,
         "premapped" => Mechanism::Premapped,
         "static" => Mechanism::Static,
-        _ => Mechanism::Copy,
+        _ => g2g.unwrap_or(Mechanism::Copy),
     };
     let (mode, lro, bo, gro) = match config {
         "linux" => (Mode::Linux, None, false, false),
@@ -225,6 +271,7 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         "relay-adaptive" => (Mode::Relay, lro("adaptive")?, true, false),
         "route" | "bridge-nf" => (Mode::Xen, None, false, false),
         "hvm" | "hvm-seed" | "hvm-fast" => (Mode::Xen, None, false, false),
+        _ if g2g.is_some() => (Mode::Xen, None, false, false),
         p if p.contains(':') => (Mode::Xen, lro(p)?, false, false),
         _ => {
             let known: Vec<&str> = CONFIGS.iter().chain(&EXTRA).map(|(n, _)| *n).collect();
@@ -241,7 +288,12 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
     }
     Ok(DaemonConfig {
         mode,
-        guests: if hvm_path.is_some() { 0 } else { name.guests },
+        guests: match (hvm_path, g2g) {
+            (Some(_), _) => 0,
+            // The sender and the receiver.
+            (None, Some(_)) => 2,
+            (None, None) => name.guests,
+        },
         hvm: if hvm_path.is_some() { name.guests } else { 0 },
         hvm_path: hvm_path.unwrap_or_default(),
         exit_cost_ns,
@@ -252,6 +304,7 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         // The remote host's input (ACKs) runs on the sender's CPU: the sender's work is not
         // charged to the receiving CPU.
         sender_cpu: Some(TX_CPU),
+        g2g: config != G2G_TWO_COPIES,
         switch: match config {
             "route" => switch::Mode::Route,
             "bridge-nf" => switch::Mode::BridgeNf,
@@ -416,12 +469,14 @@ pub fn set_request(config: &str) -> Result<SetRequest> {
             lro: Some(LroChange::On(l.policy)),
             mode: Some(l.mode),
             bo: Some(c.bo),
+            g2g: None,
         },
         None => SetRequest {
             port: None,
             lro: Some(LroChange::Off),
             mode: None,
             bo: Some(c.bo),
+            g2g: None,
         },
     })
 }
@@ -463,6 +518,29 @@ mod tests {
         assert_eq!(daemon_config("static@tx").unwrap().grant, Mechanism::Static);
         assert!(is_pv("premapped") && is_pv("static") && !has_lro("static"));
         assert!(set_request("premapped").is_err() && set_request("static").is_err());
+    }
+
+    #[test]
+    fn guest_to_guest_configurations_follow_the_mechanisms() {
+        for m in Mechanism::ALL {
+            let name = format!("{G2G_PREFIX}{m}");
+            let c = daemon_config(&name).unwrap();
+            assert_eq!((c.grant, c.guests, c.mode), (m, 2, Mode::Xen), "{name}");
+            assert!(is_g2g(&name) && is_pv(&name));
+            assert!(describe(&name).contains(m.name()), "{}", describe(&name));
+        }
+        assert!(!is_g2g("xen") && !is_g2g("xen@tx"));
+        let two = daemon_config(G2G_TWO_COPIES).unwrap();
+        assert_eq!(
+            (two.grant, two.g2g, two.guests),
+            (Mechanism::Copy, false, 2)
+        );
+        assert!(daemon_config("g2g-copy").unwrap().g2g);
+        let e = format!("{:#}", daemon_config("g2g-teleport").unwrap_err());
+        assert!(e.contains("g2g-copy"), "{e}");
+        assert!(daemon_config("g2g-copy@tx").is_err());
+        assert!(daemon_config("g2g-copy/g4").is_err());
+        assert!(!all().iter().any(|c| is_g2g(c)));
     }
 
     #[test]

@@ -155,7 +155,7 @@ pub fn run_one(
             cfg.mode,
             {
                 let name = configs::Name::parse(config)?;
-                (name.dir, name.guests)
+                (name.dir, name.guests, configs::is_g2g(config))
             },
             (cfg.hvm > 0).then_some(cfg.exit_cost_ns),
             p,
@@ -173,24 +173,35 @@ pub fn run_one(
 fn measure(
     info: &RunInfo,
     mode: Mode,
-    (dir, guests): (Direction, usize),
+    (dir, guests, g2g): (Direction, usize, bool),
     hvm_exit_cost: Option<u64>,
     p: &Params,
     progress: &Progress,
 ) -> Result<Sample> {
     let exe = std::env::current_exe()?;
     // The receiving side's hosts: the guests (one stream each), or natively the driver
-    // domain's namespace, which stands for the native host (all streams there).
+    // domain's namespace, which stands for the native host (all streams there). Guest to
+    // guest: guest 1 receives what guest 0 sends.
     let n = guests.max(1);
     let hosts: Vec<(String, String)> = match mode {
+        _ if g2g => vec![(info.guest_ns[1].clone(), info.guest_addrs[1].clone())],
         Mode::Linux => vec![(info.dd_ns.clone(), info.dd_addr.clone()); n],
         Mode::Xen | Mode::Relay => (0..n)
             .map(|i| (info.guest_ns[i].clone(), info.guest_addrs[i].clone()))
             .collect(),
     };
+    let n = hosts.len();
     let rx = Netns::open(&hosts[0].0)?;
     let rx_addr = hosts[0].1.clone();
     let remote = Netns::open(&info.remote_ns)?;
+    // Guest to guest, both guests are on the guests' machine (CPU 0): the sender in guest 0
+    // streams to the receiver in guest 1, and the TCP_RR client runs in guest 0 too. CPU 1
+    // has nothing of the test on it.
+    let g2g_sender = if g2g {
+        Some(Netns::open(&info.guest_ns[0])?)
+    } else {
+        None
+    };
     let mut s = Sample {
         tool: format!("{:?}", p.tool).to_lowercase(),
         ..Sample::default()
@@ -205,9 +216,10 @@ fn measure(
     for (i, (ns_name, addr)) in hosts.iter().enumerate() {
         let host = Netns::open(ns_name)?;
         let port = PORT + i as u16;
-        let (srv_ns, srv_cpu, snd_ns, snd_cpu, dst) = match dir {
-            Direction::Rx => (&host, RX_CPU, &remote, TX_CPU, addr.clone()),
-            Direction::Tx => (&remote, TX_CPU, &host, RX_CPU, info.remote_addr.clone()),
+        let (srv_ns, srv_cpu, snd_ns, snd_cpu, dst) = match (&g2g_sender, dir) {
+            (Some(g0), _) => (&host, RX_CPU, g0, RX_CPU, addr.clone()),
+            (None, Direction::Rx) => (&host, RX_CPU, &remote, TX_CPU, addr.clone()),
+            (None, Direction::Tx) => (&remote, TX_CPU, &host, RX_CPU, info.remote_addr.clone()),
         };
         let mut server = match p.tool {
             Tool::Builtin => start_builtin_server_on(&exe, srv_ns, srv_cpu, port, true)?,
@@ -249,7 +261,10 @@ fn measure(
         });
     }
     let mut guest_pids: Vec<i32> = info.guest_pids.clone();
-    if dir == Direction::Rx {
+    // The receivers are the guests' when they run in guests; so are the senders (below).
+    let guests_receive = dir == Direction::Rx || g2g;
+    let guests_send = dir == Direction::Tx || g2g;
+    if guests_receive {
         guest_pids.extend(servers.iter().map(Guard::pid));
     }
     let mut all = guest_pids.clone();
@@ -271,6 +286,7 @@ fn measure(
     // Retransmissions are counted where the senders are (one namespace transmitting: the
     // remote host; transmitting guests: the first guest's, and the others' summed).
     let snd_nss: Vec<Netns> = match dir {
+        _ if g2g => vec![Netns::open(&info.guest_ns[0])?],
         Direction::Rx => vec![Netns::open(&info.remote_ns)?],
         Direction::Tx => {
             let mut v = Vec::new();
@@ -311,7 +327,7 @@ fn measure(
         what,
         limit,
         |pids| {
-            if dir == Direction::Tx {
+            if guests_send {
                 guest_pids.extend_from_slice(pids);
                 all.borrow_mut().extend_from_slice(pids);
             }
@@ -437,7 +453,12 @@ fn measure(
     wait_listening(&rx, &mut server)?;
     progress.phase("TCP_RR", p.rr_seconds);
     note_others(&mut s, &info.id);
-    match rr_client(&remote, &exe, &rx_addr, p.rr_seconds)? {
+    match rr_client(
+        g2g_sender.as_ref().unwrap_or(&remote),
+        &exe,
+        &rx_addr,
+        p.rr_seconds,
+    )? {
         Ok(r) => {
             s.rr_tps = r.tps;
             s.rr_p50_us = r.p50_us;

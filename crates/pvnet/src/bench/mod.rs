@@ -24,6 +24,7 @@ mod machine;
 mod measure;
 mod output;
 mod paired;
+mod pktsize;
 mod plot;
 mod progress;
 mod records;
@@ -86,9 +87,22 @@ pub struct BenchArgs {
     /// Sweep a flush policy's parameter: `timeout` runs timeout:USEC over --sweep-values and
     /// plots throughput and TCP_RR against it (sweep.svg); `guests` runs every configuration
     /// at each --sweep-values guest count (`NAME/gN`) and plots the aggregate throughput and
-    /// Jain's fairness index against the number of guests (guests.svg).
+    /// Jain's fairness index against the number of guests (guests.svg); `pktsize` runs a UDP
+    /// stream into a guest at a fixed packet rate for every grant mechanism and every size of
+    /// --sweep-values (bytes, 64 to 65493; default 64 B to 64 KiB) and plots cycles per packet
+    /// against the size, with the break-even sizes of the mechanisms (pktsize.md, pktsize.svg);
+    /// `record-size` runs the HVM paper's Fig. 6 workload (records.svg).
     #[arg(long, value_enum)]
     pub sweep: Option<SweepKind>,
+    /// `--sweep pktsize`: `same` (driver domain and guest on one CPU, the sender on the
+    /// other), `split` (driver domain and sender on CPU 0, guest on CPU 1) or `both`
+    /// (default).
+    #[arg(long)]
+    pub placement: Option<String>,
+    /// `--sweep pktsize`: the offered load in datagrams per second (default 2kpps), the same
+    /// at every size and below saturation.
+    #[arg(long)]
+    pub rate: Option<String>,
     /// Rounds of the paired TCP_RR comparison: the --paired configurations (`xen` and
     /// `adaptive`) on one testbed and one connection, the data path switched live between
     /// slices, one slice of each per round (default 256, quick 15; 0 skips it). Runs when both
@@ -180,6 +194,8 @@ pub enum SweepKind {
     /// acknowledged (`pvnet perf records`), throughput and time per record against the size
     /// (records.svg). Default configurations xen@tx, hvm@tx, hvm-fast@tx.
     RecordSize,
+    /// The packet size, for every grant mechanism (cycles per packet, break-even sizes).
+    Pktsize,
 }
 
 /// The default `--sweep-values` of `--sweep guests`.
@@ -235,6 +251,12 @@ fn run_bench(args: BenchArgs) -> Result<()> {
     }
     if args.sweep == Some(SweepKind::RecordSize) {
         return run_record_sweep(&args);
+    }
+    if args.sweep == Some(SweepKind::Pktsize) {
+        return run_pktsize(&args);
+    }
+    if args.placement.is_some() || args.rate.is_some() {
+        bail!("--placement and --rate belong to --sweep pktsize");
     }
     let plan = Plan::new(&args)?;
     preflight(&plan.configs, args.tool)?;
@@ -523,6 +545,30 @@ fn run_record_sweep(args: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// `--sweep pktsize` ([`pktsize`]): its arguments checked before anything starts.
+fn run_pktsize(args: &BenchArgs) -> Result<()> {
+    if args.configs.is_some() || args.guests != 1 || args.direction != Directions::Rx {
+        bail!("--sweep pktsize runs every grant mechanism into one guest: --configs, --guests and --direction do not apply");
+    }
+    let sizes = args
+        .sweep_values
+        .as_deref()
+        .unwrap_or(pktsize::DEFAULT_SIZES);
+    pktsize::parse_sizes(sizes)?;
+    pktsize::parse_placement(args.placement.as_deref().unwrap_or("both"))?;
+    pktsize::parse_rate(args.rate.as_deref().unwrap_or(pktsize::DEFAULT_RATE))?;
+    preflight(&["xen".to_string()], Tool::Builtin)?;
+    interrupt::install()?;
+    let started = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("bench-out").join(format!("pktsize-{}", machine::utc(started).1))
+    });
+    pktsize::run(args, &out)
+}
+
 /// What a bench will run, checked before anything starts.
 struct Plan {
     configs: Vec<String>,
@@ -564,6 +610,7 @@ impl Plan {
                     .collect();
                 None
             }
+            Some(SweepKind::Pktsize) => bail!("--sweep pktsize is run by run_pktsize"),
             Some(SweepKind::Timeout) => {
                 let text = args.sweep_values.as_deref().unwrap_or(DEFAULT_SWEEP_VALUES);
                 let values = configs::parse_sweep_values(text)?;

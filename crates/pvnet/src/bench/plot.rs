@@ -12,6 +12,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::configs;
+use super::pktsize;
 use super::summary::ConfigSummary;
 
 const NATIVE: RGBColor = RGBColor(0x88, 0x88, 0x88);
@@ -584,6 +585,91 @@ pub fn size_sweep(path: &Path, panels: &[Panel]) -> Result<()> {
         .zip(panels)
     {
         size_panel(area, p)?;
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// `pktsize.svg`: cycles per packet against the packet size (log scale), one line per grant
+/// mechanism; rows driver domain, guest and total, one column per placement. Saturated
+/// points are drawn hollow.
+pub fn pktsize(path: &Path, r: &pktsize::Report) -> Result<()> {
+    let cols = r.placements.len().max(1);
+    let root = SVGBackend::new(path, (520 * cols as u32, 1020)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let panels = root.split_evenly((3, cols));
+    let palette = [
+        DRIVER,
+        GUEST,
+        RGBColor(0x4a, 0x9a, 0x4a),
+        RED,
+        RGBColor(0x8a, 0x4a, 0xa8),
+        NATIVE,
+    ];
+    let x0 = r.sizes.first().copied().unwrap_or(64) as f64 / 1.3;
+    let x1 = r.sizes.last().copied().unwrap_or(65536) as f64 * 1.3;
+    type Get = fn(&pktsize::Point) -> f64;
+    let rows: [(&str, Get); 3] = [
+        ("driver domain", |p| p.dd_cycles),
+        ("guest", |p| p.guest_cycles),
+        ("total", |p| p.total_cycles),
+    ];
+    for (ri, (what, get)) in rows.iter().enumerate() {
+        for (ci, pl) in r.placements.iter().enumerate() {
+            let area = &panels[ri * cols + ci];
+            let pts: Vec<&pktsize::Point> = r
+                .points
+                .iter()
+                .filter(|p| p.placement == *pl && p.received > 0)
+                .collect();
+            let ymax = top(pts.iter().map(|p| get(p)));
+            let mut ch = ChartBuilder::on(area)
+                .caption(format!("{what}, placement {}", pl.name()), (FONT, 16))
+                .margin(10)
+                .x_label_area_size(36)
+                .y_label_area_size(64)
+                .build_cartesian_2d((x0..x1).log_scale(), 0.0..ymax)
+                .map_err(err)?;
+            ch.configure_mesh()
+                .light_line_style(TRANSPARENT)
+                .x_label_formatter(&|v| format!("{v:.0}"))
+                .y_label_formatter(&|v| axis_number(*v))
+                .x_desc("UDP payload (bytes, log scale)")
+                .y_desc("cycles per packet")
+                .label_style((FONT, 12))
+                .draw()
+                .map_err(err)?;
+            for (k, m) in r.mechanisms.iter().enumerate() {
+                let color = palette[k % palette.len()];
+                let line: Vec<(f64, f64)> = pts
+                    .iter()
+                    .filter(|p| &p.mechanism == m)
+                    .map(|p| (p.size as f64, get(p)))
+                    .collect();
+                ch.draw_series(LineSeries::new(line, color.stroke_width(2)))
+                    .map_err(err)?
+                    .label(m.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+                    });
+                ch.draw_series(pts.iter().filter(|p| &p.mechanism == m).map(|p| {
+                    let style = if p.saturated {
+                        color.stroke_width(1)
+                    } else {
+                        color.filled()
+                    };
+                    Circle::new((p.size as f64, get(p)), 3, style)
+                }))
+                .map_err(err)?;
+            }
+            ch.configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .background_style(WHITE.mix(0.9))
+                .border_style(BLACK)
+                .label_font((FONT, 12))
+                .draw()
+                .map_err(err)?;
+        }
     }
     root.present().map_err(err)?;
     Ok(())
