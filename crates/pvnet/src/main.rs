@@ -212,7 +212,7 @@ enum Cmd {
         cmd: PerfCmd,
     },
     /// Run configurations side by side and report throughput, TCP_RR and cycles per byte.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Stream into N guests for a long time (default one hour; not for CI) and sample the
     /// driver domain daemon's memory and open descriptors every minute; fails if they grow.
     Soak(bench::SoakArgs),
@@ -722,7 +722,7 @@ fn run(cli: Cli) -> Result<()> {
             })
         }
         Cmd::Perf { cmd } => perf(cmd),
-        Cmd::Bench(args) => bench::run(args),
+        Cmd::Bench(args) => bench::run(*args),
         Cmd::Soak(args) => bench::soak(args),
         Cmd::Daemon { config } => {
             let cfg: DaemonConfig = serde_json::from_str(&config).context("daemon config")?;
