@@ -58,6 +58,26 @@
 //! 5. *Unmap.* Evicted entries are unmapped at once; every entry is unmapped when the vif is
 //!    disconnected ([`Netback::unmap_all`]) or fails (a [`Fatal`]).
 //!
+//! ## Page flipping (`flip`)
+//!
+//! Xen's original receive path (`feature-rx-flip`; Linux netfront writes `request-rx-copy`
+//! = 0 to ask for it): every RX request carries a grant of type `GTF_accept_transfer` naming
+//! the guest page it gives up; netback hands the guest the driver-domain frame that holds the
+//! packet with `GNTTABOP_transfer` ([`Hypervisor::transfer`]) and gets the guest's frame in
+//! exchange, and the guest remaps its pfn to the new frame before reading the packet
+//! (see [`pvnet_hv::frames`] for the frames, the P2M and the remapping). A packet that did not
+//! arrive in a driver-domain frame (from the driver domain's own stack, or detached from a
+//! frame while it waited) is first copied into a free frame of the pool (`rx_flip_copied`);
+//! when the pool has none the packet is answered with an error (`rx_flip_no_frame`).
+//!
+//! Under `flip` the vif carries one page per packet: netback ignores the frontend's `sg` and
+//! GSO features for RX (aggregates are cut back into segments), as flipping a 64 KiB
+//! aggregate would need its segments page aligned, which neither the port nor Xen's netback
+//! provided. TX stays on grant copy, as it did in Xen. A transfer the hypervisor refuses (a
+//! grant that is not an offer to the driver domain, a page outside the guest's flip window)
+//! ends the vif: [`Fatal::RxBadGref`] for a reference beyond the table,
+//! [`Fatal::RxFlipRefused`] otherwise.
+//!
 //! Under persistent grants the frontend's RX buffers stay granted while it reads them: it
 //! trusts the backend not to write a buffer it has answered (as blkfront trusts blkback), but
 //! it can always take a page back by ending access first.
@@ -75,6 +95,7 @@ use pvnet_netif::*;
 use pvnet_wire::vnet::{self, VirtioNetHdr};
 use serde::{Deserialize, Serialize};
 
+use crate::frameport::FramePool;
 use crate::packet::Packet;
 
 /// The largest packet a guest may receive or send: 64 KiB of IP plus an Ethernet header.
@@ -107,17 +128,25 @@ pub enum Mechanism {
     Map,
     /// Keep mappings of the frontend's grants in a bounded table and reuse them.
     Persistent,
+    /// RX: give the guest the driver-domain frame holding the packet (page flip); TX: copy.
+    Flip,
 }
 
 impl Mechanism {
     /// Every mechanism, in the order of the docs.
-    pub const ALL: [Mechanism; 3] = [Mechanism::Copy, Mechanism::Map, Mechanism::Persistent];
+    pub const ALL: [Mechanism; 4] = [
+        Mechanism::Copy,
+        Mechanism::Map,
+        Mechanism::Persistent,
+        Mechanism::Flip,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Mechanism::Copy => "copy",
             Mechanism::Map => "map",
             Mechanism::Persistent => "persistent",
+            Mechanism::Flip => "flip",
         }
     }
 }
@@ -134,7 +163,7 @@ impl std::str::FromStr for Mechanism {
         Mechanism::ALL
             .into_iter()
             .find(|m| m.name() == s)
-            .ok_or_else(|| format!("unknown grant mechanism {s:?} (copy, map or persistent)"))
+            .ok_or_else(|| format!("unknown grant mechanism {s:?} (copy, map, persistent or flip)"))
     }
 }
 
@@ -161,8 +190,19 @@ impl Config {
     /// not write `feature-persistent` = 1: `persistent` needs the frontend's promise and
     /// falls back to `map` without it.
     pub fn negotiated(wanted: Mechanism, frontend_persistent: bool) -> Config {
+        Self::negotiated_with(wanted, frontend_persistent, wanted == Mechanism::Flip)
+    }
+
+    /// [`Config::negotiated`], also knowing whether the frontend asked for page flipping
+    /// (`request-rx-copy` = 0): `flip` without it runs `copy`.
+    pub fn negotiated_with(
+        wanted: Mechanism,
+        frontend_persistent: bool,
+        frontend_flip: bool,
+    ) -> Config {
         let mechanism = match wanted {
             Mechanism::Persistent if !frontend_persistent => Mechanism::Map,
+            Mechanism::Flip if !frontend_flip => Mechanism::Copy,
             m => m,
         };
         Config {
@@ -218,6 +258,9 @@ pub enum Fatal {
     TxGrantRevoked,
     /// `persistent`: the frontend uses more live grants than the table's bound.
     PersistentOverflow,
+    /// `flip`: the hypervisor refused a transfer (the grant is not an offer to the driver
+    /// domain, or names a page outside the guest's flip window).
+    RxFlipRefused,
 }
 
 impl Fatal {
@@ -239,6 +282,7 @@ impl Fatal {
             Fatal::RxGrantRevoked => "rx_grant_revoked",
             Fatal::TxGrantRevoked => "tx_grant_revoked",
             Fatal::PersistentOverflow => "persistent_overflow",
+            Fatal::RxFlipRefused => "rx_flip_refused",
         }
     }
 }
@@ -290,6 +334,13 @@ pub struct VifStats {
     pub rx_grant_revoked: u64,
     pub tx_grant_revoked: u64,
     pub persistent_overflow: u64,
+    pub rx_flip_refused: u64,
+    /// `flip`: packets handed to the guest by page transfer.
+    pub rx_flips: u64,
+    /// `flip`: packets copied into a driver-domain frame first (they had not arrived in one).
+    pub rx_flip_copied: u64,
+    /// `flip`: packets answered with an error because no driver-domain frame was free.
+    pub rx_flip_no_frame: u64,
     /// The grant mechanism of the vif's last connection.
     pub grant_mechanism: Mechanism,
     /// Data pages mapped by `map` and `persistent` (ring pages not counted).
@@ -326,6 +377,7 @@ impl VifStats {
             Fatal::RxGrantRevoked => &mut self.rx_grant_revoked,
             Fatal::TxGrantRevoked => &mut self.tx_grant_revoked,
             Fatal::PersistentOverflow => &mut self.persistent_overflow,
+            Fatal::RxFlipRefused => &mut self.rx_flip_refused,
         };
         *c += 1;
     }
@@ -514,6 +566,8 @@ pub struct Netback {
     rx_reqs: Vec<RxRequest>,
     mechanism: Mechanism,
     persistent: PersistentTable,
+    /// `flip`: the driver domain's frames.
+    pool: Option<Arc<FramePool>>,
     pub stats: VifStats,
 }
 
@@ -555,6 +609,13 @@ impl Netback {
             Mechanism::Persistent => hv.nr_grant_entries(domid).unwrap_or(0),
             _ => 0,
         };
+        let mut features = features;
+        if config.mechanism == Mechanism::Flip {
+            // One page per packet (module docs, "Page flipping").
+            features.sg = false;
+            features.gso_tcpv4 = false;
+            features.gso_tcpv6 = false;
+        }
         Ok(Netback {
             domid,
             hv,
@@ -570,11 +631,18 @@ impl Netback {
             rx_reqs: Vec::with_capacity(RX_BATCH * 20),
             mechanism: config.mechanism,
             persistent: PersistentTable::new(nr_entries, config.persistent_max),
+            pool: None,
             stats: VifStats {
                 grant_mechanism: config.mechanism,
                 ..VifStats::default()
             },
         })
+    }
+
+    /// `flip`: the driver domain's frames to flip from (without a pool a `flip` vif answers
+    /// every packet with an error, counted in `rx_flip_no_frame`).
+    pub fn set_frame_pool(&mut self, pool: Arc<FramePool>) {
+        self.pool = Some(pool);
     }
 
     /// The grant mechanism this vif runs.
@@ -763,6 +831,9 @@ impl Netback {
 
     /// Grant-copies one batch into the guest and writes its responses.
     fn rx_copy_batch(&mut self, batch: &[Packet]) -> Result<(), Fatal> {
+        if self.mechanism == Mechanism::Flip {
+            return self.rx_flip_batch(batch);
+        }
         // Build the copy ops: ring positions are [data0, extra?, data1, data2, ...] per packet.
         let mut ops: Vec<CopyToGuest<'_>> = Vec::with_capacity(self.rx_reqs.len() + batch.len());
         // For map and persistent: the packet of each op (a mapping never outlives its packet).
@@ -813,9 +884,83 @@ impl Netback {
             }
         }
         drop(ops);
-        // Responses, in the order the requests were taken.
+        self.rx_respond(batch, &[]);
+        Ok(())
+    }
+
+    /// `flip` RX: one request (one page) per packet; transfers the frame holding each packet
+    /// (copying it into a free frame first if it is not in one), then writes the responses.
+    fn rx_flip_batch(&mut self, batch: &[Packet]) -> Result<(), Fatal> {
+        let mut failed = vec![false; batch.len()];
         let mut pos = 0usize;
-        for p in batch {
+        for (i, p) in batch.iter().enumerate() {
+            // rx_enqueue admits nothing longer than a page under flip (no sg, no GSO), so
+            // every packet has one request.
+            let gref = GrantRef(self.rx_reqs[pos].gref);
+            pos += Self::rx_slots_needed(p) as usize;
+            let Some(pool) = self.pool.clone() else {
+                self.stats.rx_flip_no_frame += 1;
+                failed[i] = true;
+                continue;
+            };
+            let in_frame = match p.head.lent() {
+                Some((id, 0)) if !p.is_chained() => Some(id),
+                _ => None,
+            };
+            let (id, copied) = match in_frame {
+                Some(id) => (id, false),
+                None => {
+                    let Some((id, page)) = pool.take_frame() else {
+                        self.stats.rx_flip_no_frame += 1;
+                        failed[i] = true;
+                        continue;
+                    };
+                    let mut off = 0usize;
+                    for piece in p.pieces() {
+                        let n = piece.len().min(PAGE_SIZE - off);
+                        // SAFETY: `page` is a free frame of the pool, one page long, taken
+                        // by us alone; off + n <= PAGE_SIZE; `piece` is packet memory, not
+                        // that frame.
+                        unsafe { std::ptr::copy_nonoverlapping(piece.as_ptr(), page.add(off), n) };
+                        off += n;
+                    }
+                    self.stats.rx_flip_copied += 1;
+                    (id, true)
+                }
+            };
+            let r = self
+                .hv
+                .transfer(DomId::DRIVER, pool.window(), pvnet_hv::Pfn(id), self.domid, gref);
+            if copied {
+                // The buffer now holds the guest's old frame (or, refused, our copy): free.
+                pvnet_pnic::FrameSource::give_back(&*pool, id);
+            }
+            match r {
+                Ok(_) => self.stats.rx_flips += 1,
+                Err(GntStatus::BadGntref) => return Err(self.fail(Fatal::RxBadGref)),
+                Err(_) => return Err(self.fail(Fatal::RxFlipRefused)),
+            }
+        }
+        self.rx_respond(batch, &failed);
+        Ok(())
+    }
+
+    /// Writes the responses of a batch, in the order its requests were taken. A packet
+    /// marked in `failed` gets one error response instead.
+    fn rx_respond(&mut self, batch: &[Packet], failed: &[bool]) {
+        let mut pos = 0usize;
+        for (pi, p) in batch.iter().enumerate() {
+            if failed.get(pi).copied().unwrap_or(false) {
+                let req = self.rx_reqs[pos];
+                pos += Self::rx_slots_needed(p) as usize;
+                self.rx.put_response(&RxSlot::from_response(&RxResponse {
+                    id: req.id,
+                    offset: 0,
+                    flags: 0,
+                    status: NETIF_RSP_ERROR,
+                }));
+                continue;
+            }
             let len = p.len();
             let gso = p.vnet.gso_kind();
             let nslots = len.div_ceil(PAGE_SIZE);
@@ -863,7 +1008,6 @@ impl Netback {
             self.stats.rx_bytes += len as u64;
             self.stats.rx_slots += Self::rx_slots_needed(p) as u64;
         }
-        Ok(())
     }
 
     /// `map` and `persistent` RX: writes each run of ops on one grant of one packet through a
