@@ -928,9 +928,13 @@ impl Netback {
                     (id, true)
                 }
             };
-            let r = self
-                .hv
-                .transfer(DomId::DRIVER, pool.window(), pvnet_hv::Pfn(id), self.domid, gref);
+            let r = self.hv.transfer(
+                DomId::DRIVER,
+                pool.window(),
+                pvnet_hv::Pfn(id),
+                self.domid,
+                gref,
+            );
             if copied {
                 // The buffer now holds the guest's old frame (or, refused, our copy): free.
                 pvnet_pnic::FrameSource::give_back(&*pool, id);

@@ -12,6 +12,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use pvnet_hv::ctl;
 use pvnet_hv::evtchn::EvtchnEnd;
+use pvnet_hv::frames::Mfn;
 use pvnet_hv::mem::GuestMemory;
 use pvnet_hv::DomId;
 use pvnet_netif::keys;
@@ -37,9 +38,14 @@ pub fn boot(sock: &OwnedFd) -> Result<(BootInfo, GuestMemory, EvtchnEnd)> {
     let ToGuest::Boot(info) = msg else {
         bail!("expected a boot message, got {msg:?}")
     };
-    if fds.len() != 3 {
-        bail!("boot message carried {} descriptors, expected 3", fds.len());
+    let want = 3 + usize::from(info.flip.is_some());
+    if fds.len() != want {
+        bail!(
+            "boot message carried {} descriptors, expected {want}",
+            fds.len()
+        );
     }
+    let machine = if info.flip.is_some() { fds.pop() } else { None };
     let wait = fds.pop().expect("3");
     let notify = fds.pop().expect("2");
     let mem = GuestMemory::from_fd(fds.pop().expect("1")).context("mapping guest memory")?;
@@ -49,6 +55,11 @@ pub fn boot(sock: &OwnedFd) -> Result<(BootInfo, GuestMemory, EvtchnEnd)> {
             mem.pages(),
             info.mem_pages
         );
+    }
+    if let (Some(f), Some(machine)) = (&info.flip, machine) {
+        let p2m: Vec<Mfn> = f.p2m.iter().map(|&m| Mfn(m)).collect();
+        mem.attach_frames(machine.as_fd(), f.first_pfn, &p2m)
+            .context("mapping the flip window")?;
     }
     Ok((info, mem, EvtchnEnd::from_fds(notify, wait)))
 }
@@ -93,6 +104,8 @@ fn run_booted(
     let mut nf = Netfront::new(mem, layout, DomId::DRIVER, evtchn).context("netfront setup")?;
     // Persistent grants whenever the backend offers them: netfront's buffers are a fixed set.
     let persistent = bf.persistent && nf.use_persistent_grants();
+    // Page flipping when the backend offers it and the toolstack gave us a flip window.
+    let flip = !persistent && bf.rx_flip && nf.use_flip();
     publish_and_connect(
         xs,
         &dev,
@@ -106,6 +119,8 @@ fn run_booted(
             (keys::FEATURE_GSO_TCPV6, bf.gso_tcpv6 && info.gso),
             (keys::FEATURE_RX_NOTIFY, true),
             (keys::FEATURE_PERSISTENT, persistent),
+            // Linux netfront's way to ask for flipping: request-rx-copy = 0.
+            (keys::REQUEST_RX_COPY, !flip),
         ],
     )?;
     nf.rx_refill();

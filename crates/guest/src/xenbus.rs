@@ -175,6 +175,8 @@ pub struct BackendFeatures {
     pub rx_copy: bool,
     /// `feature-persistent`: the backend keeps mappings of grants a frontend reuses.
     pub persistent: bool,
+    /// `feature-rx-flip`: the backend can hand over received pages (page flipping).
+    pub rx_flip: bool,
 }
 
 /// The frontend's half of the handshake up to "rings published": waits for the backend's
@@ -201,6 +203,7 @@ pub fn await_backend(xs: &mut XsClient, device_path: &str) -> Result<(String, Ba
         gso_tcpv6: flag(keys::FEATURE_GSO_TCPV6)?,
         rx_copy: flag(keys::FEATURE_RX_COPY)?,
         persistent: flag(keys::FEATURE_PERSISTENT)?,
+        rx_flip: flag(keys::FEATURE_RX_FLIP)?,
     };
     if !f.rx_copy {
         bail!("backend does not offer feature-rx-copy");

@@ -98,6 +98,11 @@ enum Cmd {
         /// mappings of the grants a frontend reuses; negotiated as `feature-persistent`).
         #[arg(long, default_value = "copy")]
         grant: pvnet_dd::netback::Mechanism,
+        /// Receive on the physical port straight into the driver domain's machine frames
+        /// (recvmmsg into page-sized buffers) instead of its packet ring, as `--grant flip`
+        /// always does: the port to compare `copy` with `flip` on.
+        #[arg(long)]
+        port_frames: bool,
         #[command(flatten)]
         lro: LroArgs,
         /// HVM guests on an emulated NE2000 (Zhang, Li and Guan), started after the PV guests
@@ -398,6 +403,7 @@ fn run(cli: Cli) -> Result<()> {
             switch,
             rules,
             grant,
+            port_frames,
             lro,
             hvm,
             hvm_path,
@@ -450,11 +456,18 @@ fn run(cli: Cli) -> Result<()> {
                 switch,
                 rules,
                 grant,
+                port_frames: port_frames || grant == pvnet_dd::netback::Mechanism::Flip,
                 mtu,
                 hvm,
                 hvm_path,
                 exit_cost_ns,
             };
+            if cfg.port_frames && (gro || settings.is_some() || hvm > 0 || mode != Mode::Xen) {
+                bail!(
+                    "the frame port (--grant flip, --port-frames) takes wire-sized frames only: \
+                     no --gro, no --lro, no --hvm, --mode xen"
+                );
+            }
             if mode == Mode::Linux && (settings.is_some() || lro.bo) {
                 bail!("--lro and --bo need the driver domain (--mode xen or relay)");
             }
