@@ -474,12 +474,15 @@ impl Pnic {
     /// Opens the NIC in *frame mode*: frames are received with `recvmmsg` straight into
     /// page-sized buffers lent by `src` (the driver domain's machine frames), as a NIC writes
     /// into the buffers its driver posted, instead of into the packet ring (which is opened
-    /// but bound to no protocol, so it receives nothing). A frame longer than a buffer is
+    /// but bound to an EtherType nobody sends, so it receives nothing). A frame longer than a buffer is
     /// dropped and counted (`rx_truncated`): frame mode wants wire-sized frames (no GRO on
     /// the interface).
     pub fn open_frames(cfg: &PnicConfig, src: Arc<dyn FrameSource>) -> Result<Pnic, PnicError> {
         let mut p = Pnic::open(cfg)?;
-        bind_ll(p.rx.as_fd(), p.ifindex, 0)?;
+        // Unhook the ring socket: a bind to protocol 0 would keep its protocol (ETH_P_ALL),
+        // so it is bound to an EtherType nothing on the testbed sends (IEEE 802 "local
+        // experimental" 2, 0x88B6) and receives nothing.
+        bind_ll(p.rx.as_fd(), p.ifindex, 0x88B6)?;
         let sock = packet_socket()?;
         let one: libc::c_int = 1;
         setsockopt(

@@ -40,7 +40,7 @@ pub const CONFIGS: [(&str, &str); 8] = [
 /// Named configurations outside the default set: the floor of this emulation, and the
 /// switching alternatives (`--configs linux,xen,relay,route,...`). Not in the default run,
 /// which must stay under 5 minutes.
-pub const EXTRA: [(&str, &str); 9] = [
+pub const EXTRA: [(&str, &str); 11] = [
     (
         "hvm",
         "an HVM guest on the emulated NE2000: every port access an ioreq round trip to its device model (Zhang, Li and Guan's original path)",
@@ -60,6 +60,14 @@ pub const EXTRA: [(&str, &str); 9] = [
     (
         "persistent",
         "the PV path with persistent grants: netback keeps its mappings of the guest's buffers",
+    ),
+    (
+        "flip",
+        "the PV path with page flipping on RX (GNTTABOP_transfer of the driver-domain frame the port received into; TX by grant copy)",
+    ),
+    (
+        "copy-frames",
+        "the PV path with grant copy from the same frame port as flip (the fair copy to compare flip with)",
     ),
     (
         "relay",
@@ -191,12 +199,13 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
     let grant = match config {
         "map" => Mechanism::Map,
         "persistent" => Mechanism::Persistent,
+        "flip" => Mechanism::Flip,
         _ => Mechanism::Copy,
     };
     let (mode, lro, bo, gro) = match config {
         "linux" => (Mode::Linux, None, false, false),
         "linux-gro" => (Mode::Linux, None, false, true),
-        "xen" | "map" | "persistent" => (Mode::Xen, None, false, false),
+        "xen" | "map" | "persistent" | "flip" | "copy-frames" => (Mode::Xen, None, false, false),
         "lro" => (Mode::Xen, lro("poll")?, false, false),
         "bo" => (Mode::Xen, lro("poll")?, true, false),
         "da" => (Mode::Xen, lro("every:2")?, false, false),
@@ -232,6 +241,7 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         bo,
         gro,
         grant,
+        port_frames: matches!(config, "flip" | "copy-frames"),
         // The remote host's input (ACKs) runs on the sender's CPU: the sender's work is not
         // charged to the receiving CPU.
         sender_cpu: Some(TX_CPU),
@@ -323,6 +333,9 @@ pub fn set_request(config: &str) -> Result<SetRequest> {
     }
     if c.hvm > 0 {
         bail!("{config} runs an HVM guest, which cannot be switched to on a running testbed");
+    }
+    if c.port_frames {
+        bail!("{config} receives into the driver domain's machine frames, which is fixed when the port opens: it cannot be switched to on a running testbed");
     }
     if c.grant != Mechanism::Copy {
         bail!("{config} chooses netback's grant mechanism, which is fixed when a vif connects: it cannot be switched to on a running testbed");
