@@ -404,7 +404,7 @@ unsafe fn map_frame_at(at: NonNull<u8>, fd: BorrowedFd<'_>, mfn: Mfn) -> io::Res
             Some(NonZeroUsize::new(at.as_ptr() as usize).expect("non-null")),
             len,
             ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-            MapFlags::MAP_SHARED | MapFlags::MAP_FIXED | MapFlags::MAP_POPULATE,
+            MapFlags::MAP_SHARED | MapFlags::MAP_FIXED,
             fd,
             offset,
         )

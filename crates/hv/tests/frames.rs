@@ -70,10 +70,14 @@ impl World {
     }
 
     fn boot(&mut self) -> Option<usize> {
+        self.boot_window(WIN)
+    }
+
+    fn boot_window(&mut self, win: u32) -> Option<usize> {
         let id = DomId(self.next_id);
-        let p2m = self.m.add_domain(id, FIRST, WIN).ok()?;
+        let p2m = self.m.add_domain(id, FIRST, win).ok()?;
         self.next_id += 1;
-        let (mem, gt) = new_guest("g", FIRST + WIN, GRANT_FRAMES).unwrap();
+        let (mem, gt) = new_guest("g", FIRST + win, GRANT_FRAMES).unwrap();
         mem.attach_frames(self.m.fd(), FIRST, &p2m).unwrap();
         let own = GuestMemory::from_fd(mem.fd().try_clone_to_owned().unwrap()).unwrap();
         own.attach_frames(self.m.fd(), FIRST, &p2m).unwrap();
@@ -360,4 +364,38 @@ proptest! {
         let free = w.m.stats().free;
         prop_assert_eq!(free + w.dd.pages() + WIN * w.guests.len() as u32, 4 + 3 * WIN);
     }
+}
+
+/// Not a test of speed (nothing is asserted about time): prints what one flip costs here, for
+/// docs/page-flip.md. Run with `--ignored --nocapture`.
+#[test]
+#[ignore]
+fn print_the_cost_of_a_flip() {
+    let mut w = World::new(2048 + 256, 2048);
+    let g = w.boot_window(256).unwrap();
+    let id = w.guests[g].id;
+    let n = 20000u32;
+    let cpu = || {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: a valid timespec to write.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    };
+    let c0 = cpu();
+    let t = std::time::Instant::now();
+    for k in 0..n {
+        let pfn = FIRST + k % 256;
+        let r = w.guests[g].gt.alloc().unwrap();
+        w.guests[g].gt.grant_transfer(r, DD, Pfn(pfn));
+        w.hv.transfer(DD, &w.dd, Pfn(k % 2048), id, r).unwrap();
+        let mfn = w.guests[g].gt.end_transfer(r).unwrap();
+        w.guests[g].own.frames().unwrap().remap(Pfn(pfn), Mfn(mfn)).unwrap();
+        w.guests[g].gt.free(r);
+    }
+    let e = t.elapsed();
+    let c = cpu() - c0;
+    println!(
+        "{n} flips (3 remaps each) in {e:?} wall, {c:.3} s CPU: {:.2} us of CPU per flip",
+        c * 1e6 / f64::from(n)
+    );
 }

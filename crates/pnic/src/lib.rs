@@ -507,6 +507,18 @@ impl Pnic {
             &mreq,
             "PACKET_ADD_MEMBERSHIP (frames)",
         )?;
+        // The socket's queue stands in for the ring: as many frames as the ring has slots
+        // (a frame's skb costs about 2.5 KiB of receive buffer); the default (about 200 KiB)
+        // would drop a burst of a hundred frames.
+        let rcvbuf = (p.frame_nr() as libc::c_int).saturating_mul(2560);
+        // SAFETY: `rcvbuf` is a live c_int for the duration of each call.
+        unsafe {
+            let v = (&rcvbuf as *const libc::c_int).cast();
+            let n = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            if libc::setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, v, n) != 0 {
+                libc::setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, v, n);
+            }
+        }
         bind_ll(sock.as_fd(), p.ifindex, libc::ETH_P_ALL as u16)?;
         p.frx = Some(FrameRx {
             sock,
@@ -883,9 +895,11 @@ impl Pnic {
         let mut ks: libc::tpacket_stats = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
         // SAFETY: ks/len describe a writable buffer of the right size.
+        // In frame mode the kernel's counts are the frame socket's.
+        let fd = self.frx.as_ref().map_or(self.rx.as_raw_fd(), |f| f.sock.as_raw_fd());
         let r = unsafe {
             libc::getsockopt(
-                self.rx.as_raw_fd(),
+                fd,
                 libc::SOL_PACKET,
                 libc::PACKET_STATISTICS,
                 (&mut ks as *mut libc::tpacket_stats).cast(),
