@@ -78,10 +78,10 @@ pub trait Phy {
 }
 
 impl Phy for Pnic {
-    fn poll(&mut self, budget: usize, mut rx: impl FnMut(VirtioNetHdr, Buf)) -> usize {
+    fn poll(&mut self, budget: usize, rx: impl FnMut(VirtioNetHdr, Buf)) -> usize {
         // A truncated frame is counted by the port (`rx_truncated`) and lost. In frame mode
         // the frames arrive in the driver domain's machine frames (crate::frameport).
-        Pnic::poll_bufs(self, budget, |vnet, buf| rx(vnet, buf))
+        Pnic::poll_bufs(self, budget, rx)
     }
 
     fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> bool {

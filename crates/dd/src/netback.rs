@@ -1258,7 +1258,8 @@ impl Netback {
             status = NETIF_RSP_ERROR;
         }
         let mut data = Vec::new();
-        if status == NETIF_RSP_OKAY && self.mechanism != Mechanism::Copy {
+        if status == NETIF_RSP_OKAY && !matches!(self.mechanism, Mechanism::Copy | Mechanism::Flip)
+        {
             data = vec![0u8; total];
             let mut segs = Vec::with_capacity(1 + self.tx_partial.rest.len());
             segs.push((first.gref, first.offset, 0usize, first_len));

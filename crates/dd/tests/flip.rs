@@ -244,7 +244,8 @@ fn hostile_transfer_grefs_end_that_vif_only() {
     let w = World::new();
     let mut good = w.good_guest(DomId(1));
     let mut all = vec![DomId(1)];
-    let cases: Vec<(&str, Box<dyn Fn(&mut Hostile) -> GrantRef>, Fatal)> = vec![
+    type MakeGref = Box<dyn Fn(&mut Hostile) -> GrantRef>;
+    let cases: Vec<(&str, MakeGref, Fatal)> = vec![
         (
             "a gref beyond the table",
             Box::new(|h: &mut Hostile| GrantRef(h.gnt.nr_entries() + 3)),
@@ -361,4 +362,27 @@ fn packet_frames_never_leak_on_a_flip_storm() {
         assert_eq!(w.pool.free(), POOL as usize);
     }
     w.assert_conserved(&[DomId(1)]);
+}
+
+#[test]
+fn tx_under_flip_is_grant_copy() {
+    // Xen flipped only on receive; the guest's packets are grant-copied.
+    let w = World::new();
+    let (mut nf, mut nb) = w.good_guest(DomId(1));
+    let mut sent = Vec::new();
+    for i in 0..20u32 {
+        let frame = raw_frame(100 + 50 * i as usize, i);
+        assert!(tap_send(&mut nf, &VirtioNetHdr::default(), &frame)
+            .unwrap()
+            .is_some());
+        sent.push(frame);
+    }
+    nf.tx_push();
+    let mut got = Vec::new();
+    nb.tx_poll(usize::MAX, |p| got.push(p.head.to_vec()))
+        .unwrap();
+    assert_eq!(got, sent);
+    assert_eq!(nb.stats.tx_copy_ops, 20);
+    assert_eq!(nb.stats.grant_maps, 0);
+    assert_eq!(w.hv.stats().maps, 2, "only the two ring pages are mapped");
 }

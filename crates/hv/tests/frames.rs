@@ -376,7 +376,10 @@ fn print_the_cost_of_a_flip() {
     let id = w.guests[g].id;
     let n = 20000u32;
     let cpu = || {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
         // SAFETY: a valid timespec to write.
         unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
         ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
@@ -389,7 +392,12 @@ fn print_the_cost_of_a_flip() {
         w.guests[g].gt.grant_transfer(r, DD, Pfn(pfn));
         w.hv.transfer(DD, &w.dd, Pfn(k % 2048), id, r).unwrap();
         let mfn = w.guests[g].gt.end_transfer(r).unwrap();
-        w.guests[g].own.frames().unwrap().remap(Pfn(pfn), Mfn(mfn)).unwrap();
+        w.guests[g]
+            .own
+            .frames()
+            .unwrap()
+            .remap(Pfn(pfn), Mfn(mfn))
+            .unwrap();
         w.guests[g].gt.free(r);
     }
     let e = t.elapsed();

@@ -515,7 +515,14 @@ impl Pnic {
         unsafe {
             let v = (&rcvbuf as *const libc::c_int).cast();
             let n = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-            if libc::setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, v, n) != 0 {
+            if libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                v,
+                n,
+            ) != 0
+            {
                 libc::setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, v, n);
             }
         }
@@ -894,9 +901,12 @@ impl Pnic {
         // SAFETY: tpacket_stats is plain data; all-zero is a valid value.
         let mut ks: libc::tpacket_stats = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
-        // SAFETY: ks/len describe a writable buffer of the right size.
         // In frame mode the kernel's counts are the frame socket's.
-        let fd = self.frx.as_ref().map_or(self.rx.as_raw_fd(), |f| f.sock.as_raw_fd());
+        let fd = self
+            .frx
+            .as_ref()
+            .map_or(self.rx.as_raw_fd(), |f| f.sock.as_raw_fd());
+        // SAFETY: ks/len describe a writable buffer of the right size.
         let r = unsafe {
             libc::getsockopt(
                 fd,

@@ -127,7 +127,10 @@ fn assert_frames_conserved(st: &serde_json::Value, guests: usize) {
     let remapped: u64 = vifs.iter().map(|v| u(&v["netfront"]["rx_flips"])).sum();
     assert_eq!(u(&f["flips"]), flips, "{f}");
     // The frontends report every half second: at most a few hundred behind.
-    assert!(remapped <= flips && remapped + 4096 > flips, "{remapped} of {flips}");
+    assert!(
+        remapped <= flips && remapped + 4096 > flips,
+        "{remapped} of {flips}"
+    );
     for v in vifs {
         let nb = &v["netback"];
         assert_eq!(nb["grant_mechanism"], "flip", "{nb}");
