@@ -73,7 +73,10 @@
 //! Under `flip` the vif carries one page per packet: netback ignores the frontend's `sg` and
 //! GSO features for RX (aggregates are cut back into segments), as flipping a 64 KiB
 //! aggregate would need its segments page aligned, which neither the port nor Xen's netback
-//! provided. TX stays on grant copy, as it did in Xen. A transfer the hypervisor refuses (a
+//! provided. TX stays on grant copy, as it did in Xen; a TX packet that fits a page is copied
+//! into a free driver-domain frame rather than onto the heap (`tx_into_frame`), so that a
+//! packet from one guest to a flip guest is flipped on without a second copy: the seed's old
+//! guest-to-guest path (`g2g-flip`: one grant copy, then a flip). A transfer the hypervisor refuses (a
 //! grant that is not an offer to the driver domain, a page outside the guest's flip window)
 //! ends the vif: [`Fatal::RxBadGref`] for a reference beyond the table,
 //! [`Fatal::RxFlipRefused`] otherwise.
@@ -341,6 +344,9 @@ pub struct VifStats {
     pub rx_flip_copied: u64,
     /// `flip`: packets answered with an error because no driver-domain frame was free.
     pub rx_flip_no_frame: u64,
+    /// `flip`: TX packets grant-copied into a driver-domain frame (flipped on as they are
+    /// if they go to a flip guest) rather than onto the heap.
+    pub tx_into_frame: u64,
     /// The grant mechanism of the vif's last connection.
     pub grant_mechanism: Mechanism,
     /// Data pages mapped by `map` and `persistent` (ring pages not counted).
@@ -1258,6 +1264,7 @@ impl Netback {
             status = NETIF_RSP_ERROR;
         }
         let mut data = Vec::new();
+        let mut lent: Option<pvnet_pnic::LentBuf> = None;
         if status == NETIF_RSP_OKAY && !matches!(self.mechanism, Mechanism::Copy | Mechanism::Flip)
         {
             data = vec![0u8; total];
@@ -1270,10 +1277,33 @@ impl Netback {
             }
             self.tx_read_mapped(&segs, &mut data)?;
         } else if status == NETIF_RSP_OKAY {
-            data = vec![0u8; total];
+            // Under flip a packet that fits a page is copied into a driver-domain frame
+            // rather than the heap: bound for a flip guest, that frame is flipped to it as it
+            // is (the seed's guest-to-guest path: one copy, then a flip).
+            lent = match (&self.pool, self.mechanism) {
+                (Some(pool), Mechanism::Flip) if total <= PAGE_SIZE => {
+                    pool.take_frame().map(|(id, page)| {
+                        let src: Arc<dyn pvnet_pnic::FrameSource> = pool.clone();
+                        let page = std::ptr::NonNull::new(page).expect("a mapped page");
+                        // SAFETY: (id, page) was just taken from the pool and is given back
+                        // only by this LentBuf; total <= PAGE_SIZE.
+                        unsafe { pvnet_pnic::LentBuf::new(src, id, page, 0, total) }
+                    })
+                }
+                _ => None,
+            };
+            if lent.is_none() {
+                data = vec![0u8; total];
+            } else {
+                self.stats.tx_into_frame += 1;
+            }
+            let dst: &mut [u8] = match lent.as_mut() {
+                Some(l) => l,
+                None => &mut data,
+            };
             let mut ops: Vec<CopyFromGuest<'_>> =
                 Vec::with_capacity(1 + self.tx_partial.rest.len());
-            let (head, mut tail) = data.split_at_mut(first_len);
+            let (head, mut tail) = dst.split_at_mut(first_len);
             ops.push(CopyFromGuest {
                 dst: head,
                 gref: GrantRef(first.gref),
@@ -1305,7 +1335,11 @@ impl Netback {
         if status == NETIF_RSP_OKAY {
             let blank = first.flags & NETTXF_CSUM_BLANK != 0;
             let valid = first.flags & NETTXF_DATA_VALIDATED != 0;
-            match vnet_hdr_for(&data, blank, valid, gso) {
+            let bytes: &[u8] = match lent.as_ref() {
+                Some(l) => l,
+                None => &data,
+            };
+            match vnet_hdr_for(bytes, blank, valid, gso) {
                 Some(h) => vnet_hdr = h,
                 None => {
                     self.stats.tx_bad_csum += 1;
@@ -1337,7 +1371,10 @@ impl Netback {
         if gso.is_some() {
             self.stats.tx_gso_packets += 1;
         }
-        Ok(Some(Packet::linear(vnet_hdr, data)))
+        Ok(Some(match lent {
+            Some(l) => Packet::linear(vnet_hdr, pvnet_pnic::Buf::from(l)),
+            None => Packet::linear(vnet_hdr, data),
+        }))
     }
 
     fn notify(&self) {

@@ -184,3 +184,22 @@ fn two_guests_receive_a_gib_each_at_once_under_flip() {
     }
     assert_frames_conserved(&st, 2);
 }
+
+#[test]
+fn guest_to_guest_under_flip_is_intact_and_flipped_without_a_second_copy() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("guest_to_guest_under_flip_is_intact_and_flipped_without_a_second_copy") {
+        return;
+    }
+    let run = Run::up(&["--guests", "2", "--grant", "flip"]);
+    let v = flow(&run, ("g0", "g1", "10.77.0.11"), 5311, GIB, 900)
+        .unwrap_or_else(|e| panic!("g0 -> g1: {e}"));
+    assert_intact(&v, GIB);
+    let st = run.stat();
+    let (a, b) = (&st["vifs"][0]["netback"], &st["vifs"][1]["netback"]);
+    // g0's packets were copied into driver-domain frames and flipped on to g1 as they were.
+    assert!(u(&a["tx_into_frame"]) > GIB / 1500, "{a}");
+    assert!(u(&b["rx_flips"]) > GIB / 1500, "{b}");
+    assert!(u(&b["rx_flip_copied"]) < 100, "{b}");
+    assert_frames_conserved(&st, 2);
+}
