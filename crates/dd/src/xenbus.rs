@@ -94,9 +94,11 @@ pub fn probe_features(
     if persistent {
         w(keys::FEATURE_PERSISTENT, "1")?;
     }
-    w(keys::FEATURE_SG, "1")?;
-    w(keys::FEATURE_GSO_TCPV4, "1")?;
-    w(keys::FEATURE_GSO_TCPV6, "1")?;
+    // A flip vif carries one page per packet: no sg, no GSO (netback docs, "Page flipping").
+    let big = if flip { "0" } else { "1" };
+    w(keys::FEATURE_SG, big)?;
+    w(keys::FEATURE_GSO_TCPV4, big)?;
+    w(keys::FEATURE_GSO_TCPV6, big)?;
     w(keys::FEATURE_RX_COPY, "1")?;
     w(keys::FEATURE_RX_FLIP, if flip { "1" } else { "0" })?;
     w(keys::STATE, &XenbusState::InitWait.as_value())?;

@@ -16,6 +16,7 @@ use pvnet_hv::frames::Mfn;
 use pvnet_hv::mem::GuestMemory;
 use pvnet_hv::DomId;
 use pvnet_netif::keys;
+use pvnet_testbed::ethtool::{self, Feature};
 use pvnet_testbed::{link, Tap};
 
 use crate::netfront::{Layout, Netfront};
@@ -106,6 +107,13 @@ fn run_booted(
     let persistent = bf.persistent && nf.use_persistent_grants();
     // Page flipping when the backend offers it and the toolstack gave us a flip window.
     let flip = !persistent && bf.rx_flip && nf.use_flip();
+    if flip {
+        // A flip vif carries one page per packet (its backend offers no GSO or sg): the
+        // guest's stack segments what it sends, as a 2006 netfront's did, so that a packet
+        // to another guest fits the driver-domain frame it is copied into and is flipped on.
+        ethtool::set_feature(tap.name(), Feature::Tso, false)?;
+        ethtool::set_feature(tap.name(), Feature::Gso, false)?;
+    }
     publish_and_connect(
         xs,
         &dev,

@@ -710,6 +710,19 @@ fn print_stat(v: &serde_json::Value) {
     flat("daemon", &v["daemon"]);
     flat("pnic", &v["pnic"]);
     flat("grant", &v["grant"]);
+    if v["frames"].is_object() {
+        // Machine frames (flip): the counters, then what each domain owns.
+        flat("frames", &v["frames"]);
+        let per: Vec<String> = v["frames"]["domains"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|d| format!("dom{}={}", d["domid"], d["frames"]))
+                    .collect()
+            })
+            .unwrap_or_default();
+        println!("  {:<9} {}", "  owned", per.join(" "));
+    }
     flat("bridge", &v["bridge"]);
     flat("settings", &v["settings"]);
     if v["lro"].is_object() {

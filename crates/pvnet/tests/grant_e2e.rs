@@ -43,6 +43,8 @@ fn both_ways(mech: &str) -> serde_json::Value {
     assert_intact(&v, GIB);
     let _ = srv.wait();
     stream_between(&run, "g0", "remote", "10.77.0.1", GIB);
+    // One more report of the frontend's counters after the streams.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
     let st = run.stat();
     let vif = &st["vifs"][0];
     assert_eq!(vif["state"], "connected", "{vif}");
@@ -126,9 +128,10 @@ fn assert_frames_conserved(st: &serde_json::Value, guests: usize) {
     let flips: u64 = vifs.iter().map(|v| u(&v["netback"]["rx_flips"])).sum();
     let remapped: u64 = vifs.iter().map(|v| u(&v["netfront"]["rx_flips"])).sum();
     assert_eq!(u(&f["flips"]), flips, "{f}");
-    // The frontends report every half second: at most a few hundred behind.
+    // The frontends report every half second (the callers wait for one after the streams):
+    // a report may still miss the last few packets (the connections' closing).
     assert!(
-        remapped <= flips && remapped + 4096 > flips,
+        remapped <= flips && remapped + 64 > flips,
         "{remapped} of {flips}"
     );
     for v in vifs {
@@ -177,6 +180,7 @@ fn two_guests_receive_a_gib_each_at_once_under_flip() {
             });
         }
     });
+    std::thread::sleep(std::time::Duration::from_millis(1200));
     let st = run.stat();
     for v in st["vifs"].as_array().expect("vifs") {
         assert_eq!(v["state"], "connected", "{v}");
@@ -195,6 +199,7 @@ fn guest_to_guest_under_flip_is_intact_and_flipped_without_a_second_copy() {
     let v = flow(&run, ("g0", "g1", "10.77.0.11"), 5311, GIB, 900)
         .unwrap_or_else(|e| panic!("g0 -> g1: {e}"));
     assert_intact(&v, GIB);
+    std::thread::sleep(std::time::Duration::from_millis(1200));
     let st = run.stat();
     let (a, b) = (&st["vifs"][0]["netback"], &st["vifs"][1]["netback"]);
     // g0's packets were copied into driver-domain frames and flipped on to g1 as they were.
