@@ -51,15 +51,16 @@
 //!   the driver domain's other memory, or guests of runs without `flip`.
 //! - A frame a guest gave away may stay mapped in the guest (a user-space hypervisor cannot
 //!   revoke another process's mapping; Xen could because it validates every page-table update).
-//!   netfront drops its mapping of a pfn when it offers it for transfer (it maps an inaccessible
-//!   page there until the flip completes), but a hostile guest need not.
+//!   netfront does not touch a pfn between offering it and remapping it, but its mapping of the
+//!   old frame stays in place meanwhile, and a hostile guest could keep writing through it into
+//!   a frame the driver domain now owns (and later fills with another guest's packet).
 //!
 //! The stronger design — one memfd per frame, a driver domain that replaces every frame it
 //! receives with a fresh one so that a stale mapping never sees later data — gives real
 //! isolation at the price of a descriptor pass per flip; with per-guest receive queues in the
 //! port (what VMDq-capable NICs and Xen's later netchannel2 used), one machine memfd per guest
-//! would give it too. Both are left for later; `flip` is a measurement mechanism, and the daemon
-//! says so when it is selected.
+//! would give it too. Both are left for later: `flip` is a mechanism to measure with, not to
+//! isolate mutually hostile guests (docs/page-flip.md says so too).
 
 use std::collections::BTreeMap;
 use std::io;
