@@ -78,14 +78,10 @@ pub trait Phy {
 }
 
 impl Phy for Pnic {
-    fn poll(&mut self, budget: usize, mut rx: impl FnMut(VirtioNetHdr, Buf)) -> usize {
-        Pnic::poll(self, budget, |f| {
-            // A truncated frame is counted by the port (`rx_truncated`) and lost.
-            if !f.truncated {
-                let vnet = f.vnet;
-                rx(vnet, f.take());
-            }
-        })
+    fn poll(&mut self, budget: usize, rx: impl FnMut(VirtioNetHdr, Buf)) -> usize {
+        // A truncated frame is counted by the port (`rx_truncated`) and lost. In frame mode
+        // the frames arrive in the driver domain's machine frames (crate::frameport).
+        Pnic::poll_bufs(self, budget, rx)
     }
 
     fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> bool {

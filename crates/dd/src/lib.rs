@@ -6,6 +6,7 @@
 pub mod bridge;
 pub mod capture;
 pub mod datapath;
+pub mod frameport;
 pub mod gate;
 pub mod lro;
 #[cfg(feature = "mock")]

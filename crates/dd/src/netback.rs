@@ -63,6 +63,29 @@
 //! 5. *Unmap.* Evicted entries are unmapped at once; every entry is unmapped when the vif is
 //!    disconnected ([`Netback::unmap_all`]) or fails (a [`Fatal`]).
 //!
+//! ## Page flipping (`flip`)
+//!
+//! Xen's original receive path (`feature-rx-flip`; Linux netfront writes `request-rx-copy`
+//! = 0 to ask for it): every RX request carries a grant of type `GTF_accept_transfer` naming
+//! the guest page it gives up; netback hands the guest the driver-domain frame that holds the
+//! packet with `GNTTABOP_transfer` ([`Hypervisor::transfer`]) and gets the guest's frame in
+//! exchange, and the guest remaps its pfn to the new frame before reading the packet
+//! (see [`pvnet_hv::frames`] for the frames, the P2M and the remapping). A packet that did not
+//! arrive in a driver-domain frame (from the driver domain's own stack, or detached from a
+//! frame while it waited) is first copied into a free frame of the pool (`rx_flip_copied`);
+//! when the pool has none the packet is answered with an error (`rx_flip_no_frame`).
+//!
+//! Under `flip` the vif carries one page per packet: netback ignores the frontend's `sg` and
+//! GSO features for RX (aggregates are cut back into segments), as flipping a 64 KiB
+//! aggregate would need its segments page aligned, which neither the port nor Xen's netback
+//! provided. TX stays on grant copy, as it did in Xen; a TX packet that fits a page is copied
+//! into a free driver-domain frame rather than onto the heap (`tx_into_frame`), so that a
+//! packet from one guest to a flip guest is flipped on without a second copy: the seed's old
+//! guest-to-guest path (`g2g-flip`: one grant copy, then a flip). A transfer the hypervisor refuses (a
+//! grant that is not an offer to the driver domain, a page outside the guest's flip window)
+//! ends the vif: [`Fatal::RxBadGref`] for a reference beyond the table,
+//! [`Fatal::RxFlipRefused`] otherwise.
+//!
 //! Under persistent grants the frontend's RX buffers stay granted while it reads them: it
 //! trusts the backend not to write a buffer it has answered (as blkfront trusts blkback), but
 //! it can always take a page back by ending access first.
@@ -80,6 +103,7 @@ use pvnet_netif::*;
 use pvnet_wire::vnet::{self, VirtioNetHdr};
 use serde::{Deserialize, Serialize};
 
+use crate::frameport::FramePool;
 use crate::packet::Packet;
 use crate::pool::{Pool, PoolSpec, POOL_AUDIT_EVERY};
 
@@ -127,16 +151,19 @@ pub enum Mechanism {
     /// A bounce buffer granted once and mapped once at connect: the backend copies into it,
     /// the frontend out of it (two copies per packet, no grant operation; [`crate::pool`]).
     Static,
+    /// RX: give the guest the driver-domain frame holding the packet (page flip); TX: copy.
+    Flip,
 }
 
 impl Mechanism {
     /// Every mechanism, in the order of the docs.
-    pub const ALL: [Mechanism; 5] = [
+    pub const ALL: [Mechanism; 6] = [
         Mechanism::Copy,
         Mechanism::Map,
         Mechanism::Persistent,
         Mechanism::Premapped,
         Mechanism::Static,
+        Mechanism::Flip,
     ];
 
     pub fn name(self) -> &'static str {
@@ -146,6 +173,7 @@ impl Mechanism {
             Mechanism::Persistent => "persistent",
             Mechanism::Premapped => "premapped",
             Mechanism::Static => "static",
+            Mechanism::Flip => "flip",
         }
     }
 
@@ -169,7 +197,7 @@ impl std::str::FromStr for Mechanism {
             .find(|m| m.name() == s)
             .ok_or_else(|| {
                 format!(
-                    "unknown grant mechanism {s:?} (copy, map, persistent, premapped or static)"
+                    "unknown grant mechanism {s:?} (copy, map, persistent, premapped, static or flip)"
                 )
             })
     }
@@ -202,8 +230,19 @@ impl Config {
     /// not write `feature-persistent` = 1: `persistent` needs the frontend's promise and
     /// falls back to `map` without it.
     pub fn negotiated(wanted: Mechanism, frontend_persistent: bool) -> Config {
+        Self::negotiated_with(wanted, frontend_persistent, wanted == Mechanism::Flip)
+    }
+
+    /// [`Config::negotiated`], also knowing whether the frontend asked for page flipping
+    /// (`request-rx-copy` = 0): `flip` without it runs `copy`.
+    pub fn negotiated_with(
+        wanted: Mechanism,
+        frontend_persistent: bool,
+        frontend_flip: bool,
+    ) -> Config {
         let mechanism = match wanted {
             Mechanism::Persistent if !frontend_persistent => Mechanism::Map,
+            Mechanism::Flip if !frontend_flip => Mechanism::Copy,
             m => m,
         };
         Config {
@@ -267,6 +306,9 @@ pub enum Fatal {
     PoolMapFailed,
     /// `premapped`/`static`: the audit found a pool grant entry rewritten while mapped.
     PoolRevoked,
+    /// `flip`: the hypervisor refused a transfer (the grant is not an offer to the driver
+    /// domain, or names a page outside the guest's flip window).
+    RxFlipRefused,
 }
 
 impl Fatal {
@@ -292,6 +334,7 @@ impl Fatal {
             Fatal::TxPoolBadSlot => "tx_pool_bad_slot",
             Fatal::PoolMapFailed => "pool_map_failed",
             Fatal::PoolRevoked => "pool_revoked",
+            Fatal::RxFlipRefused => "rx_flip_refused",
         }
     }
 }
@@ -346,6 +389,16 @@ pub struct VifStats {
     pub rx_grant_revoked: u64,
     pub tx_grant_revoked: u64,
     pub persistent_overflow: u64,
+    pub rx_flip_refused: u64,
+    /// `flip`: packets handed to the guest by page transfer.
+    pub rx_flips: u64,
+    /// `flip`: packets copied into a driver-domain frame first (they had not arrived in one).
+    pub rx_flip_copied: u64,
+    /// `flip`: packets answered with an error because no driver-domain frame was free.
+    pub rx_flip_no_frame: u64,
+    /// `flip`: TX packets grant-copied into a driver-domain frame (flipped on as they are
+    /// if they go to a flip guest) rather than onto the heap.
+    pub tx_into_frame: u64,
     /// The grant mechanism of the vif's last connection.
     pub grant_mechanism: Mechanism,
     /// Data pages mapped by `map` and `persistent` (ring pages not counted).
@@ -417,6 +470,7 @@ impl VifStats {
             Fatal::TxPoolBadSlot => &mut self.tx_pool_bad_slot,
             Fatal::PoolMapFailed => &mut self.pool_map_failed,
             Fatal::PoolRevoked => &mut self.pool_revoked,
+            Fatal::RxFlipRefused => &mut self.rx_flip_refused,
         };
         *c += 1;
     }
@@ -625,6 +679,8 @@ pub struct Netback {
     pool: Pool,
     /// Packets since the pool's last audit.
     since_audit: u64,
+    /// `flip`: the driver domain's frames.
+    frames: Option<Arc<FramePool>>,
     pub stats: VifStats,
 }
 
@@ -666,6 +722,13 @@ impl Netback {
             Mechanism::Persistent => hv.nr_grant_entries(domid).unwrap_or(0),
             _ => 0,
         };
+        let mut features = features;
+        if config.mechanism == Mechanism::Flip {
+            // One page per packet (module docs, "Page flipping").
+            features.sg = false;
+            features.gso_tcpv4 = false;
+            features.gso_tcpv6 = false;
+        }
         Ok(Netback {
             domid,
             hv,
@@ -685,11 +748,18 @@ impl Netback {
             persistent: PersistentTable::new(nr_entries, config.persistent_max),
             pool: Pool::default(),
             since_audit: 0,
+            frames: None,
             stats: VifStats {
                 grant_mechanism: config.mechanism,
                 ..VifStats::default()
             },
         })
+    }
+
+    /// `flip`: the driver domain's frames to flip from (without a pool a `flip` vif answers
+    /// every packet with an error, counted in `rx_flip_no_frame`).
+    pub fn set_frame_pool(&mut self, pool: Arc<FramePool>) {
+        self.frames = Some(pool);
     }
 
     /// The grant mechanism this vif runs.
@@ -971,6 +1041,9 @@ impl Netback {
 
     /// Grant-copies one batch into the guest and writes its responses.
     fn rx_copy_batch(&mut self, batch: &[Packet]) -> Result<(), Fatal> {
+        if self.mechanism == Mechanism::Flip {
+            return self.rx_flip_batch(batch);
+        }
         // Build the copy ops: ring positions are [data0, extra?, data1, data2, ...] per packet.
         let mut ops: Vec<CopyToGuest<'_>> = Vec::with_capacity(self.rx_reqs.len() + batch.len());
         // For map and persistent: the packet of each op (a mapping never outlives its packet).
@@ -1023,12 +1096,83 @@ impl Netback {
             }
         }
         drop(ops);
-        // Responses, in the order the requests were taken.
-        let mut pos = 0usize;
-        for p in batch {
-            pos = self.rx_respond(pos, p.len(), &p.vnet, NETIF_RSP_OKAY);
-        }
+        self.rx_respond_batch(batch, &[]);
         Ok(())
+    }
+
+    /// `flip` RX: one request (one page) per packet; transfers the frame holding each packet
+    /// (copying it into a free frame first if it is not in one), then writes the responses.
+    fn rx_flip_batch(&mut self, batch: &[Packet]) -> Result<(), Fatal> {
+        let mut failed = vec![false; batch.len()];
+        let mut pos = 0usize;
+        for (i, p) in batch.iter().enumerate() {
+            // rx_enqueue admits nothing longer than a page under flip (no sg, no GSO), so
+            // every packet has one request.
+            let gref = GrantRef(self.rx_reqs[pos].gref);
+            pos += Self::rx_slots_needed(p) as usize;
+            let Some(pool) = self.frames.clone() else {
+                self.stats.rx_flip_no_frame += 1;
+                failed[i] = true;
+                continue;
+            };
+            let in_frame = match p.head.lent() {
+                Some((id, 0)) if !p.is_chained() => Some(id),
+                _ => None,
+            };
+            let (id, copied) = match in_frame {
+                Some(id) => (id, false),
+                None => {
+                    let Some((id, page)) = pool.take_frame() else {
+                        self.stats.rx_flip_no_frame += 1;
+                        failed[i] = true;
+                        continue;
+                    };
+                    let mut off = 0usize;
+                    for piece in p.pieces() {
+                        let n = piece.len().min(PAGE_SIZE - off);
+                        // SAFETY: `page` is a free frame of the pool, one page long, taken
+                        // by us alone; off + n <= PAGE_SIZE; `piece` is packet memory, not
+                        // that frame.
+                        unsafe { std::ptr::copy_nonoverlapping(piece.as_ptr(), page.add(off), n) };
+                        off += n;
+                    }
+                    self.stats.rx_flip_copied += 1;
+                    (id, true)
+                }
+            };
+            let r = self.hv.transfer(
+                DomId::DRIVER,
+                pool.window(),
+                pvnet_hv::Pfn(id),
+                self.domid,
+                gref,
+            );
+            if copied {
+                // The buffer now holds the guest's old frame (or, refused, our copy): free.
+                pvnet_pnic::FrameSource::give_back(&*pool, id);
+            }
+            match r {
+                Ok(_) => self.stats.rx_flips += 1,
+                Err(GntStatus::BadGntref) => return Err(self.fail(Fatal::RxBadGref)),
+                Err(_) => return Err(self.fail(Fatal::RxFlipRefused)),
+            }
+        }
+        self.rx_respond_batch(batch, &failed);
+        Ok(())
+    }
+
+    /// Writes the responses of a batch, in the order its requests were taken; a packet marked
+    /// in `failed` gets error responses instead (and is not counted as received).
+    fn rx_respond_batch(&mut self, batch: &[Packet], failed: &[bool]) {
+        let mut pos = 0usize;
+        for (i, p) in batch.iter().enumerate() {
+            let status = if failed.get(i).copied().unwrap_or(false) {
+                NETIF_RSP_ERROR
+            } else {
+                NETIF_RSP_OKAY
+            };
+            pos = self.rx_respond(pos, p.len(), &p.vnet, status);
+        }
     }
 
     /// Writes the responses of one packet of `len` bytes with header `vnet` delivered into the
@@ -1507,19 +1651,35 @@ impl Netback {
         let mut status = c.status;
         let mut vnet_hdr = VirtioNetHdr::default();
         let mut data = Vec::new();
+        let mut lent: Option<pvnet_pnic::LentBuf> = None;
         if status == NETIF_RSP_OKAY {
-            data = vec![0u8; c.total];
             let segs = self.tx_segs(&c);
             if self.mechanism.is_pool() {
+                data = vec![0u8; c.total];
                 self.tx_read_pool(&segs, &mut data)?;
-            } else if self.mechanism != Mechanism::Copy {
+            } else if !matches!(self.mechanism, Mechanism::Copy | Mechanism::Flip) {
+                data = vec![0u8; c.total];
                 self.tx_read_mapped(&segs, &mut data)?;
             } else {
-                self.tx_copy_range(&segs, 0, &mut data)?;
+                lent = self.tx_frame(c.total);
+                match lent.as_mut() {
+                    Some(l) => {
+                        self.stats.tx_into_frame += 1;
+                        self.tx_copy_range(&segs, 0, &mut l[..])?;
+                    }
+                    None => {
+                        data = vec![0u8; c.total];
+                        self.tx_copy_range(&segs, 0, &mut data)?;
+                    }
+                }
             }
             let blank = c.first.flags & NETTXF_CSUM_BLANK != 0;
             let valid = c.first.flags & NETTXF_DATA_VALIDATED != 0;
-            match vnet_hdr_for(&data, blank, valid, c.gso) {
+            let bytes: &[u8] = match lent.as_ref() {
+                Some(l) => l,
+                None => &data,
+            };
+            match vnet_hdr_for(bytes, blank, valid, c.gso) {
                 Some(h) => vnet_hdr = h,
                 None => {
                     self.stats.tx_bad_csum += 1;
@@ -1532,7 +1692,28 @@ impl Netback {
             return Ok(None);
         }
         self.tx_count(c.total, c.gso.is_some());
-        Ok(Some(Packet::linear(vnet_hdr, data)))
+        Ok(Some(match lent {
+            Some(l) => Packet::linear(vnet_hdr, pvnet_pnic::Buf::from(l)),
+            None => Packet::linear(vnet_hdr, data),
+        }))
+    }
+
+    /// `flip` TX: a free driver-domain frame for a packet of `total` bytes that fits a page,
+    /// instead of the heap: bound for a flip guest, that frame is flipped to it as it is (the
+    /// seed's guest-to-guest path: one copy, then a flip). `None` otherwise.
+    fn tx_frame(&self, total: usize) -> Option<pvnet_pnic::LentBuf> {
+        match (&self.frames, self.mechanism) {
+            (Some(pool), Mechanism::Flip) if total <= PAGE_SIZE => {
+                pool.take_frame().map(|(id, page)| {
+                    let src: Arc<dyn pvnet_pnic::FrameSource> = pool.clone();
+                    let page = std::ptr::NonNull::new(page).expect("a mapped page");
+                    // SAFETY: (id, page) was just taken from the pool and is given back only
+                    // by this LentBuf; total <= PAGE_SIZE.
+                    unsafe { pvnet_pnic::LentBuf::new(src, id, page, 0, total) }
+                })
+            }
+            _ => None,
+        }
     }
 
     fn notify(&self) {

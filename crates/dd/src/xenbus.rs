@@ -50,6 +50,9 @@ pub struct FrontendConfig {
     pub features: Features,
     /// The frontend wrote `feature-persistent` = 1: it reuses a bounded set of grants.
     pub persistent: bool,
+    /// The frontend wrote `request-rx-copy` = 0 where the backend offers `feature-rx-flip`:
+    /// it wants received pages flipped.
+    pub rx_flip: bool,
 }
 
 /// Why a frontend's keys cannot connect it.
@@ -82,16 +85,29 @@ pub fn probe(store: &mut Store, dom: u16) -> Result<(), StoreError> {
 /// [`probe`], advertising `feature-persistent` when `persistent` (a vif configured for the
 /// persistent grant mechanism).
 pub fn probe_with(store: &mut Store, dom: u16, persistent: bool) -> Result<(), StoreError> {
+    probe_features(store, dom, persistent, false)
+}
+
+/// [`probe_with`], also advertising `feature-rx-flip` = 1 when `flip` (a vif configured for
+/// page flipping).
+pub fn probe_features(
+    store: &mut Store,
+    dom: u16,
+    persistent: bool,
+    flip: bool,
+) -> Result<(), StoreError> {
     let be = backend_path(dom);
     let mut w = |k: &str, v: &str| store.write(DomId::DRIVER, &format!("{be}/{k}"), v);
     if persistent {
         w(keys::FEATURE_PERSISTENT, "1")?;
     }
-    w(keys::FEATURE_SG, "1")?;
-    w(keys::FEATURE_GSO_TCPV4, "1")?;
-    w(keys::FEATURE_GSO_TCPV6, "1")?;
+    // A flip vif carries one page per packet: no sg, no GSO (netback docs, "Page flipping").
+    let big = if flip { "0" } else { "1" };
+    w(keys::FEATURE_SG, big)?;
+    w(keys::FEATURE_GSO_TCPV4, big)?;
+    w(keys::FEATURE_GSO_TCPV6, big)?;
     w(keys::FEATURE_RX_COPY, "1")?;
-    w(keys::FEATURE_RX_FLIP, "0")?;
+    w(keys::FEATURE_RX_FLIP, if flip { "1" } else { "0" })?;
     w(keys::STATE, &XenbusState::InitWait.as_value())?;
     store.watch(
         DomId::DRIVER,
@@ -113,7 +129,12 @@ pub fn probe_offer(store: &mut Store, dom: u16, mechanism: Mechanism) -> Result<
     if let Some(k) = key {
         store.write(DomId::DRIVER, &format!("{be}/{k}"), "1")?;
     }
-    probe_with(store, dom, mechanism == Mechanism::Persistent)
+    probe_features(
+        store,
+        dom,
+        mechanism == Mechanism::Persistent,
+        mechanism == Mechanism::Flip,
+    )
 }
 
 /// The pool mechanism the frontend of guest `dom` took, given the one the backend `offered`
@@ -204,7 +225,17 @@ pub fn read_frontend(store: &Store, dom: u16, port: u32) -> Result<FrontendConfi
     if event_channel != port {
         return Err(HandshakeError::WrongEventChannel(event_channel));
     }
-    if !flag(keys::REQUEST_RX_COPY) {
+    let flip_offered = store
+        .read(
+            DomId::DRIVER,
+            &format!("{}/{}", backend_path(dom), keys::FEATURE_RX_FLIP),
+        )
+        .ok()
+        .flatten()
+        .as_deref()
+        == Some("1");
+    let rx_flip = !flag(keys::REQUEST_RX_COPY);
+    if rx_flip && !flip_offered {
         return Err(HandshakeError::NoRxCopy);
     }
     Ok(FrontendConfig {
@@ -218,6 +249,7 @@ pub fn read_frontend(store: &Store, dom: u16, port: u32) -> Result<FrontendConfi
             rx_notify: flag(keys::FEATURE_RX_NOTIFY),
         },
         persistent: flag(keys::FEATURE_PERSISTENT),
+        rx_flip,
     })
 }
 

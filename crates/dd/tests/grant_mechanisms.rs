@@ -673,7 +673,16 @@ fn persistent_without_the_frontends_promise_is_map() {
     for m in Mechanism::ALL {
         assert_eq!(m.name().parse::<Mechanism>(), Ok(m));
     }
-    assert!("flip".parse::<Mechanism>().is_err());
+    assert!("flop".parse::<Mechanism>().is_err());
+    // flip needs the frontend's request (request-rx-copy = 0); without it, copy.
+    assert_eq!(
+        Config::negotiated_with(Mechanism::Flip, false, false).mechanism,
+        Mechanism::Copy
+    );
+    assert_eq!(
+        Config::negotiated_with(Mechanism::Flip, false, true).mechanism,
+        Mechanism::Flip
+    );
     let _ = Pfn(0);
 }
 

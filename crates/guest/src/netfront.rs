@@ -40,6 +40,7 @@ use std::io::{self, IoSliceMut};
 use std::sync::Arc;
 
 use pvnet_hv::evtchn::EvtchnEnd;
+use pvnet_hv::frames::Mfn;
 use pvnet_hv::grant::GuestGrantTable;
 use pvnet_hv::mem::{GuestMemory, OwnPage};
 use pvnet_hv::{DomId, GrantRef, Pfn, PAGE_SIZE};
@@ -105,6 +106,11 @@ pub struct FrontStats {
     pub notifications_sent: u64,
     /// Deliveries to the stack that failed (e.g. TAP write errors).
     pub deliver_errors: u64,
+    /// `flip`: RX buffers whose page came back as a new machine frame (remapped).
+    pub rx_flips: u64,
+    /// `flip`: transfers the backend completed with a frame we could not map (counted,
+    /// the buffer keeps its old mapping).
+    pub rx_flip_bad_frame: u64,
     /// Batches of received packets handed to the stack together (one pass over the RX ring
     /// each): `rx_packets / rx_batches` packets per batch.
     pub rx_batches: u64,
@@ -226,6 +232,8 @@ pub struct Netfront {
     /// `static`: netfront's own memory, one page per RX buffer, then one per TX page, that
     /// packets are copied to (RX) and from (TX). Empty otherwise.
     bounce: Vec<u8>,
+    /// Page flipping: RX buffers are offered for transfer, not granted for access.
+    flip: bool,
     pub stats: FrontStats,
 }
 
@@ -305,6 +313,7 @@ impl Netfront {
             disconnected: false,
             pool: None,
             bounce: Vec::new(),
+            flip: false,
             stats: FrontStats::default(),
         })
     }
@@ -328,6 +337,28 @@ impl Netfront {
             self.persistent = true;
         }
         fresh
+    }
+
+    /// Switches to page flipping (`request-rx-copy` = 0): RX buffers are offered with
+    /// `GTF_accept_transfer` grants and each answered buffer is remapped to the frame the
+    /// backend gave. Needs the RX buffers inside this memory's flip window
+    /// ([`GuestMemory::attach_frames`]) and no buffer posted yet; returns whether it took
+    /// effect.
+    pub fn use_flip(&mut self) -> bool {
+        let Some(w) = self.mem.frames() else {
+            return false;
+        };
+        let covered = (0..RX_BUFS).all(|i| w.contains(self.layout.rx_buf(i)));
+        let fresh = self.rx_grant.iter().all(Option::is_none) && !self.persistent;
+        if covered && fresh {
+            self.flip = true;
+        }
+        self.flip
+    }
+
+    /// Whether page flipping is in use.
+    pub fn flip(&self) -> bool {
+        self.flip
     }
 
     /// Whether persistent grants are in use.
@@ -458,8 +489,15 @@ impl Netfront {
                 Some(g) => g,
                 None => {
                     let Some(gref) = self.gnt.alloc() else { break };
-                    self.gnt
-                        .grant_access(gref, self.backend, self.layout.rx_buf(id), false);
+                    if self.flip {
+                        // The page is given up until the transfer completes: nothing in
+                        // this process touches it before rx_reclaim remaps it.
+                        self.gnt
+                            .grant_transfer(gref, self.backend, self.layout.rx_buf(id));
+                    } else {
+                        self.gnt
+                            .grant_access(gref, self.backend, self.layout.rx_buf(id), false);
+                    }
                     if self.persistent {
                         self.rx_pgrant[id as usize] = Some(gref);
                     }
@@ -492,6 +530,31 @@ impl Netfront {
         };
         if self.reuses_grants() {
             // Stays granted: posted again with the same reference.
+            return true;
+        }
+        if self.flip {
+            let pfn = self.layout.rx_buf(u32::from(id));
+            match self.gnt.end_transfer(gref) {
+                Some(mfn) => {
+                    // Linux netfront: set_phys_to_machine + update_va_mapping of the pfn.
+                    let remapped = self
+                        .mem
+                        .frames()
+                        .is_some_and(|w| w.remap(pfn, Mfn(mfn)).is_ok());
+                    if remapped {
+                        self.stats.rx_flips += 1;
+                    } else {
+                        self.stats.rx_flip_bad_frame += 1;
+                    }
+                    self.gnt.free(gref);
+                }
+                // Answered without a transfer (an error response): the offer is taken back.
+                None => {
+                    if self.gnt.end_access(gref) {
+                        self.gnt.free(gref);
+                    }
+                }
+            }
             return true;
         }
         if self.gnt.end_access(gref) {

@@ -29,6 +29,18 @@ pub struct BootInfo {
     /// MTU of the guest's interface (the toolstack's `--mtu`; 1500 from one that predates it).
     #[serde(default = "default_mtu")]
     pub mtu: u32,
+    /// Page flipping: the guest's flip window (its RX buffers are machine frames; the machine
+    /// memfd comes as a fourth descriptor). `None` for every other grant mechanism.
+    #[serde(default)]
+    pub flip: Option<FlipBoot>,
+}
+
+/// The flip window a guest boots with (`pvnet_hv::frames`): pfns `first_pfn..` are backed by
+/// the machine frames `p2m` names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlipBoot {
+    pub first_pfn: u32,
+    pub p2m: Vec<u32>,
 }
 
 fn yes() -> bool {

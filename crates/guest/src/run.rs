@@ -20,9 +20,11 @@ use anyhow::{anyhow, bail, Context, Result};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use pvnet_hv::ctl;
 use pvnet_hv::evtchn::EvtchnEnd;
+use pvnet_hv::frames::Mfn;
 use pvnet_hv::mem::GuestMemory;
 use pvnet_hv::DomId;
 use pvnet_netif::keys;
+use pvnet_testbed::ethtool::{self, Feature};
 use pvnet_testbed::{link, Tap};
 
 use crate::netfront::{Layout, Netfront, PoolMode};
@@ -53,9 +55,14 @@ pub fn boot(sock: &OwnedFd) -> Result<(BootInfo, GuestMemory, EvtchnEnd)> {
     let ToGuest::Boot(info) = msg else {
         bail!("expected a boot message, got {msg:?}")
     };
-    if fds.len() != 3 {
-        bail!("boot message carried {} descriptors, expected 3", fds.len());
+    let want = 3 + usize::from(info.flip.is_some());
+    if fds.len() != want {
+        bail!(
+            "boot message carried {} descriptors, expected {want}",
+            fds.len()
+        );
     }
+    let machine = if info.flip.is_some() { fds.pop() } else { None };
     let wait = fds.pop().expect("3");
     let notify = fds.pop().expect("2");
     let mem = GuestMemory::from_fd(fds.pop().expect("1")).context("mapping guest memory")?;
@@ -65,6 +72,11 @@ pub fn boot(sock: &OwnedFd) -> Result<(BootInfo, GuestMemory, EvtchnEnd)> {
             mem.pages(),
             info.mem_pages
         );
+    }
+    if let (Some(f), Some(machine)) = (&info.flip, machine) {
+        let p2m: Vec<Mfn> = f.p2m.iter().map(|&m| Mfn(m)).collect();
+        mem.attach_frames(machine.as_fd(), f.first_pfn, &p2m)
+            .context("mapping the flip window")?;
     }
     Ok((info, mem, EvtchnEnd::from_fds(notify, wait)))
 }
@@ -133,6 +145,15 @@ fn run_booted(
             None => eprintln!("pvnet guest: cannot grant a pool ({key}): per-request grants"),
         }
     }
+    // Page flipping when the backend offers it and the toolstack gave us a flip window.
+    let flip = !persistent && bf.rx_flip && nf.use_flip();
+    if flip {
+        // A flip vif carries one page per packet (its backend offers no GSO or sg): the
+        // guest's stack segments what it sends, as a 2006 netfront's did, so that a packet
+        // to another guest fits the driver-domain frame it is copied into and is flipped on.
+        ethtool::set_feature(tap.name(), Feature::Tso, false)?;
+        ethtool::set_feature(tap.name(), Feature::Gso, false)?;
+    }
     publish_and_connect(
         xs,
         &dev,
@@ -140,7 +161,7 @@ fn run_booted(
         nf.tx_ring_ref().0,
         nf.rx_ring_ref().0,
         info.evtchn_port,
-        &front_features(&bf, info.gso, persistent, pool_key),
+        &front_features(&bf, info.gso, persistent, pool_key, flip),
     )?;
     nf.rx_refill();
     link::set_up(tap.name(), true)?;
@@ -163,7 +184,8 @@ fn front_features(
     gso: bool,
     persistent: bool,
     pool_key: Option<&str>,
-) -> [(&'static str, bool); 7] {
+    flip: bool,
+) -> [(&'static str, bool); 8] {
     [
         (keys::FEATURE_SG, bf.sg),
         (keys::FEATURE_GSO_TCPV4, bf.gso_tcpv4 && gso),
@@ -178,6 +200,8 @@ fn front_features(
             keys::FEATURE_STATIC_BUFFER,
             pool_key == Some(keys::FEATURE_STATIC_BUFFER),
         ),
+        // Linux netfront's way to ask for flipping: request-rx-copy = 0.
+        (keys::REQUEST_RX_COPY, !flip),
     ]
 }
 
@@ -224,7 +248,7 @@ fn backend_changed(
                     nf.tx_ring_ref().0,
                     nf.rx_ring_ref().0,
                     front.port,
-                    &front_features(&bf, front.gso, nf.persistent(), None),
+                    &front_features(&bf, front.gso, nf.persistent(), None, false),
                 )?;
             }
             Action::Resume => {

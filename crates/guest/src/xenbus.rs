@@ -189,6 +189,8 @@ pub struct BackendFeatures {
     pub premapped: bool,
     /// `feature-static-buffer`: the backend maps a frontend's static buffer once.
     pub static_buffer: bool,
+    /// `feature-rx-flip`: the backend can hand over received pages (page flipping).
+    pub rx_flip: bool,
 }
 
 /// The frontend's half of the handshake up to "rings published": waits for the backend's
@@ -223,6 +225,7 @@ pub fn read_features(xs: &mut XsClient, backend: &str) -> Result<BackendFeatures
         persistent: flag(keys::FEATURE_PERSISTENT)?,
         premapped: flag(keys::FEATURE_PREMAPPED)?,
         static_buffer: flag(keys::FEATURE_STATIC_BUFFER)?,
+        rx_flip: flag(keys::FEATURE_RX_FLIP)?,
     };
     if !f.rx_copy {
         bail!("backend does not offer feature-rx-copy");

@@ -31,10 +31,11 @@
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use serde::Serialize;
 
+use crate::frames::{FrameWindow, Machine, Mfn};
 use crate::mem::{GuestMemory, PageMapping};
 use crate::{DomId, GrantRef, Pfn, PAGE_SIZE};
 
@@ -241,6 +242,33 @@ impl GuestGrantTable {
     pub fn grant_access(&self, r: GrantRef, to: DomId, pfn: Pfn, readonly: bool) {
         let flags = GTF_PERMIT_ACCESS | if readonly { GTF_READONLY } else { 0 };
         self.table.publish(r.0, flags, to.0, pfn.0);
+    }
+
+    /// Offers page `pfn` for a transfer from `to` (Linux's `gnttab_grant_foreign_transfer_ref`):
+    /// a `GTF_accept_transfer` entry whose frame is the pfn the guest gives in exchange.
+    ///
+    /// # Panics
+    /// If `r` is out of range.
+    pub fn grant_transfer(&self, r: GrantRef, to: DomId, pfn: Pfn) {
+        self.table.publish(r.0, GTF_ACCEPT_TRANSFER, to.0, pfn.0);
+    }
+
+    /// If the transfer through `r` has completed (`GTF_transfer_completed`), ends the entry and
+    /// returns the machine frame the granter now has at the offered pfn (Linux's
+    /// `gnttab_end_foreign_transfer_ref`, without its wait). `None` while not completed; the
+    /// entry is then left as is.
+    ///
+    /// # Panics
+    /// If `r` is out of range.
+    pub fn end_transfer(&self, r: GrantRef) -> Option<u32> {
+        let v = u32::from_le(self.table.scombo(r.0).load(Ordering::Acquire));
+        let flags = v as u16;
+        if flags & GTF_TYPE_MASK != GTF_ACCEPT_TRANSFER || flags & GTF_TRANSFER_COMPLETED == 0 {
+            return None;
+        }
+        let frame = u32::from_le(self.table.frame(r.0).load(Ordering::Acquire));
+        self.table.scombo(r.0).store(0, Ordering::Release);
+        Some(frame)
     }
 
     /// Revokes ref `r` (Linux's `gnttab_end_foreign_access_ref`, v1): clears the flags only if
@@ -749,6 +777,7 @@ impl CopyOp for CopyFromGuest<'_> {
 pub struct Hypervisor {
     domains: RwLock<HashMap<DomId, Arc<Domain>>>,
     stats: Arc<Stats>,
+    machine: OnceLock<Arc<Machine>>,
 }
 
 impl Default for Hypervisor {
@@ -763,6 +792,7 @@ impl Hypervisor {
         Hypervisor {
             domains: RwLock::new(HashMap::new()),
             stats: Arc::new(Stats::default()),
+            machine: OnceLock::new(),
         }
     }
 
@@ -780,6 +810,120 @@ impl Hypervisor {
             active,
         });
         self.domains_mut().insert(id, d);
+    }
+
+    /// Gives the hypervisor machine frames, for page flipping ([`crate::frames`]). Once.
+    pub fn set_machine(&self, m: Arc<Machine>) -> bool {
+        self.machine.set(m).is_ok()
+    }
+
+    /// The machine frames, if flipping is set up.
+    pub fn machine(&self) -> Option<&Arc<Machine>> {
+        self.machine.get()
+    }
+
+    /// `GNTTABOP_transfer`: `caller` gives the frame behind `give_pfn` of its window `give`
+    /// to `target`, through `target`'s grant `gref`, and receives in exchange the frame of the
+    /// pfn that grant names. Returns the frame now at `give_pfn` (also mapped there already).
+    ///
+    /// The grant must be `GTF_accept_transfer` for `caller`, neither committed nor completed,
+    /// and its `frame` (a pfn, as Linux's `gnttab_grant_foreign_transfer_ref` writes it) must
+    /// lie in `target`'s flip window. As in Xen the entry is first marked
+    /// `GTF_transfer_committed`; then both P2Ms change, the driver domain's window and its view
+    /// of `target`'s memory are remapped, the new frame is written into the entry and
+    /// `GTF_transfer_completed` is set (release ordering: whoever sees the flag sees the frame).
+    /// A refusal changes nothing (the entry is put back as it was) and is counted.
+    pub fn transfer(
+        &self,
+        caller: DomId,
+        give: &FrameWindow,
+        give_pfn: Pfn,
+        target: DomId,
+        gref: GrantRef,
+    ) -> Result<Mfn, GntStatus> {
+        let mut l = GrantStatsSnapshot::default();
+        let r = self.transfer_inner(caller, give, give_pfn, target, gref, &mut l);
+        self.stats.flush(&l);
+        if let Some(m) = self.machine() {
+            let c = if r.is_ok() {
+                &m.flips
+            } else {
+                &m.flips_refused
+            };
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn transfer_inner(
+        &self,
+        caller: DomId,
+        give: &FrameWindow,
+        give_pfn: Pfn,
+        target: DomId,
+        gref: GrantRef,
+        l: &mut GrantStatsSnapshot,
+    ) -> Result<Mfn, GntStatus> {
+        let Some(machine) = self.machine() else {
+            return Err(Fail::General.record(l));
+        };
+        let Some(dom) = self.domain(target) else {
+            l.bad_domain += 1;
+            return Err(GntStatus::BadDomain);
+        };
+        if gref.0 >= dom.table.nr_entries {
+            l.bad_gntref += 1;
+            return Err(GntStatus::BadGntref);
+        }
+        let r = gref.0;
+        let want = u32::from(GTF_ACCEPT_TRANSFER) | u32::from(caller.0) << 16;
+        let committed = want | u32::from(GTF_TRANSFER_COMMITTED);
+        // The whole scombo must be exactly "accept transfer from caller": any other type or
+        // domain, or a committed/completed bit, is refused.
+        if dom
+            .table
+            .scombo(r)
+            .compare_exchange(
+                want.to_le(),
+                committed.to_le(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            return Err(Fail::General.record(l));
+        }
+        // The frame is read once, after the commit: the guest cannot change it under us now
+        // (a guest that writes it anyway only changes which of its own pfns it loses).
+        let pfn = Pfn(u32::from_le(dom.table.frame(r).load(Ordering::Acquire)));
+        let undo = |l: &mut GrantStatsSnapshot, f: Fail| {
+            dom.table.scombo(r).store(want.to_le(), Ordering::Release);
+            f.record(l)
+        };
+        let Some(window) = dom.table.mem.frames() else {
+            return Err(undo(l, Fail::BadPage));
+        };
+        let (at_caller, at_target) =
+            match machine.with_table(|t| t.exchange(caller, give_pfn, target, pfn)) {
+                Ok(x) => x,
+                Err(_) => return Err(undo(l, Fail::BadPage)),
+            };
+        if give.remap(give_pfn, at_caller).is_err() || window.remap(pfn, at_target).is_err() {
+            // Out of memory for a page table: swap back (views that did move are put back
+            // too) and refuse.
+            let _ = machine.with_table(|t| t.exchange(caller, give_pfn, target, pfn));
+            let _ = give.remap(give_pfn, at_target);
+            let _ = window.remap(pfn, at_caller);
+            l.map_failed += 1;
+            dom.table.scombo(r).store(want.to_le(), Ordering::Release);
+            return Err(GntStatus::NoDeviceSpace);
+        }
+        dom.table
+            .frame(r)
+            .store(at_target.0.to_le(), Ordering::Relaxed);
+        let done = committed | u32::from(GTF_TRANSFER_COMPLETED);
+        dom.table.scombo(r).store(done.to_le(), Ordering::Release);
+        Ok(at_caller)
     }
 
     /// Forgets domain `id`. Live mappings of its grants keep its memory alive until dropped.

@@ -1,7 +1,7 @@
 //! pvnet-hv — the "hypervisor services" of pvnet (docs/architecture.md).
 //!
 //! This library plays the part Xen plays for the network I/O path: it owns each guest's
-//! pseudo-physical memory ([`mem`]), implements the v1 grant table and `GNTTABOP_copy` /
+//! pseudo-physical memory ([`mem`]), machine frames and page flipping ([`frames`]), implements the v1 grant table and `GNTTABOP_copy` /
 //! grant map ([`grant`]), event channels as eventfd pairs ([`evtchn`]), a xenstore-like tree with
 //! watches ([`store`]), and the control-socket transport the toolstack and guests talk over
 //! ([`ctl`]). For HVM guests it adds Xen's ioreq page and the vCPU ↔ device-model round trip
@@ -17,6 +17,7 @@ pub mod ctl;
 pub mod evtchn;
 pub mod exit;
 pub mod foreign;
+pub mod frames;
 pub mod grant;
 pub mod ioreq;
 pub mod mem;

@@ -14,12 +14,13 @@ use std::io;
 use std::num::NonZeroUsize;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use nix::fcntl::{fcntl, FcntlArg, SealFlag};
 use nix::sys::memfd::{memfd_create, MFdFlags};
 use nix::sys::mman::{mmap, munmap, MapFlags, ProtFlags};
 
+use crate::frames::{FrameWindow, Mfn};
 use crate::{Pfn, PAGE_SIZE};
 
 /// Errors of bounds-checked guest memory access.
@@ -43,6 +44,9 @@ pub struct GuestMemory {
     fd: OwnedFd,
     base: NonNull<u8>,
     pages: u32,
+    /// The flip window, if this guest runs `flip`: its pages are machine frames
+    /// ([`crate::frames`]) mapped over this memory's own pages.
+    frames: OnceLock<FrameWindow>,
 }
 
 // SAFETY: `base` points to a MAP_SHARED mapping owned by this value for its whole life; every
@@ -144,7 +148,41 @@ impl GuestMemory {
         // the first stream pays a page fault for every buffer page, in the daemon's grant
         // copies and again in the guest, while the wire keeps filling the packet ring.
         let base = map_shared(fd.as_fd(), len, 0, true, true)?;
-        Ok(GuestMemory { fd, base, pages })
+        Ok(GuestMemory {
+            fd,
+            base,
+            pages,
+            frames: OnceLock::new(),
+        })
+    }
+
+    /// Lays a flip window over pages `[first_pfn, first_pfn + p2m.len())`: each page becomes
+    /// the machine frame its P2M entry names (in this process's mapping). Once per memory.
+    pub fn attach_frames(
+        &self,
+        machine_fd: BorrowedFd<'_>,
+        first_pfn: u32,
+        p2m: &[Mfn],
+    ) -> io::Result<()> {
+        let end = u64::from(first_pfn) + p2m.len() as u64;
+        if p2m.is_empty() || end > u64::from(self.pages) {
+            return Err(invalid("flip window outside guest memory"));
+        }
+        if self.frames.get().is_some() {
+            return Err(invalid("flip window already attached"));
+        }
+        // SAFETY: the window's pages lie inside `self`'s mapping (checked above), which
+        // outlives the window (the window is a field of `self`), and this memory is only
+        // accessed through raw pointers and atomics.
+        let w = unsafe { FrameWindow::overlay(machine_fd, self.base, first_pfn, p2m) }?;
+        self.frames
+            .set(w)
+            .map_err(|_| invalid("flip window already attached"))
+    }
+
+    /// The flip window, if any.
+    pub fn frames(&self) -> Option<&FrameWindow> {
+        self.frames.get()
     }
 
     /// A separate mapping of page `pfn` (a grant map). Unlike [`PageMapping::new`] it does not
@@ -154,6 +192,14 @@ impl GuestMemory {
     pub fn map_page(&self, pfn: Pfn, writable: bool) -> io::Result<PageMapping> {
         if pfn.0 >= self.pages {
             return Err(invalid("page beyond guest memory"));
+        }
+        // A page of the flip window is a machine frame: map that frame, not the page of the
+        // memfd it hides.
+        if let Some(mfn) = self.frames().and_then(|w| w.mfn(pfn)) {
+            let w = self.frames().expect("checked");
+            let offset = u64::from(mfn.0) * PAGE_SIZE as u64;
+            let ptr = map_shared(w.machine_fd(), PAGE_SIZE, offset, writable, false)?;
+            return Ok(PageMapping { ptr, writable });
         }
         let offset = u64::from(pfn.0) * PAGE_SIZE as u64;
         let ptr = map_shared(self.fd.as_fd(), PAGE_SIZE, offset, writable, false)?;

@@ -126,6 +126,93 @@ impl Drop for SlotBuf {
     }
 }
 
+/// Page-sized receive buffers owned by someone else, lent to the port one at a time (the
+/// driver domain's machine frames, `pvnet_dd::frameport`): the port receives straight into
+/// them, and a [`Buf`] holding one gives it back when dropped.
+pub trait FrameSource: Send + Sync {
+    /// Takes a free buffer: its id and its first byte (valid for [`FRAME_LEN`] bytes until
+    /// given back).
+    fn take(&self) -> Option<(u32, NonNull<u8>)>;
+    /// Gives buffer `id` back.
+    fn give_back(&self, id: u32);
+    /// Buffers free now.
+    fn free(&self) -> usize;
+    /// Buffers in all.
+    fn total(&self) -> usize;
+}
+
+/// Bytes in one lent buffer.
+pub const FRAME_LEN: usize = 4096;
+
+/// A frame received into a lent buffer: `len` bytes at `off` of buffer `id`.
+pub struct LentBuf {
+    src: Arc<dyn FrameSource>,
+    id: u32,
+    page: NonNull<u8>,
+    off: usize,
+    len: usize,
+}
+
+// SAFETY: the LentBuf is the one user of its buffer in this process until it gives it back
+// (the source hands each buffer to one taker at a time); moving it moves that ownership.
+unsafe impl Send for LentBuf {}
+
+impl LentBuf {
+    /// `len` bytes at `off` of buffer `id` taken from `src` (whose first byte is `page`).
+    ///
+    /// # Safety
+    /// `(id, page)` must come from `src.take()` and not have been given back; `off + len`
+    /// must not exceed [`FRAME_LEN`].
+    pub unsafe fn new(
+        src: Arc<dyn FrameSource>,
+        id: u32,
+        page: NonNull<u8>,
+        off: usize,
+        len: usize,
+    ) -> LentBuf {
+        debug_assert!(off + len <= FRAME_LEN);
+        LentBuf {
+            src,
+            id,
+            page,
+            off,
+            len,
+        }
+    }
+
+    /// The buffer's id.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Where the bytes start in the buffer.
+    pub fn offset(&self) -> usize {
+        self.off
+    }
+}
+
+impl Deref for LentBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `new`'s contract: the bytes lie in a buffer this LentBuf alone uses in this
+        // process. (A flip guest may map the same frame: see pvnet_hv::frames, "Isolation".)
+        unsafe { std::slice::from_raw_parts(self.page.as_ptr().add(self.off), self.len) }
+    }
+}
+
+impl DerefMut for LentBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`; `&mut self` makes this the only borrow.
+        unsafe { std::slice::from_raw_parts_mut(self.page.as_ptr().add(self.off), self.len) }
+    }
+}
+
+impl Drop for LentBuf {
+    fn drop(&mut self) {
+        self.src.give_back(self.id);
+    }
+}
+
 /// Bytes of a packet: on the heap, or still in the ring slot they arrived in. Derefs to the
 /// bytes either way; [`Buf::detach`] moves leased bytes to the heap and frees the slot.
 pub struct Buf(Inner);
@@ -133,20 +220,30 @@ pub struct Buf(Inner);
 enum Inner {
     Heap(Vec<u8>),
     Slot(SlotBuf),
+    Lent(LentBuf),
 }
 
 impl Buf {
     /// Whether the bytes are still in a ring slot.
     pub fn is_leased(&self) -> bool {
-        matches!(self.0, Inner::Slot(_))
+        matches!(self.0, Inner::Slot(_) | Inner::Lent(_))
+    }
+
+    /// The lent buffer holding the bytes, if they are in one: its id and the bytes' offset.
+    pub fn lent(&self) -> Option<(u32, usize)> {
+        match &self.0 {
+            Inner::Lent(l) => Some((l.id, l.off)),
+            _ => None,
+        }
     }
 
     /// Copies leased bytes to the heap and hands the slot back. Returns whether it did.
     pub fn detach(&mut self) -> bool {
-        let Inner::Slot(s) = &self.0 else {
-            return false;
+        let v = match &self.0 {
+            Inner::Heap(_) => return false,
+            Inner::Slot(s) => s.to_vec(),
+            Inner::Lent(l) => l.to_vec(),
         };
-        let v = s.to_vec();
         self.0 = Inner::Heap(v);
         true
     }
@@ -156,6 +253,7 @@ impl Buf {
         match &mut self.0 {
             Inner::Heap(v) => v.truncate(len),
             Inner::Slot(s) => s.len = s.len.min(len),
+            Inner::Lent(l) => l.len = l.len.min(len),
         }
     }
 
@@ -215,6 +313,12 @@ impl From<SlotBuf> for Buf {
     }
 }
 
+impl From<LentBuf> for Buf {
+    fn from(l: LentBuf) -> Buf {
+        Buf(Inner::Lent(l))
+    }
+}
+
 impl From<Vec<u8>> for Buf {
     fn from(v: Vec<u8>) -> Buf {
         Buf(Inner::Heap(v))
@@ -246,6 +350,7 @@ impl Deref for Buf {
         match &self.0 {
             Inner::Heap(v) => v,
             Inner::Slot(s) => s,
+            Inner::Lent(l) => l,
         }
     }
 }
@@ -255,6 +360,7 @@ impl DerefMut for Buf {
         match &mut self.0 {
             Inner::Heap(v) => v,
             Inner::Slot(s) => s,
+            Inner::Lent(l) => l,
         }
     }
 }

@@ -19,12 +19,14 @@ use std::cell::Cell;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::Arc;
 
 pub use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
 
 #[cfg(any(test, feature = "fixtures"))]
 pub use buf::fixture_lease;
-pub use buf::Buf;
+pub use buf::{Buf, FrameSource, LentBuf, FRAME_LEN};
 use ring::{Geometry, Lease, Ring, Slot};
 
 /// Default ring slot size: an MTU 1500 frame with a VLAN tag (1518 bytes) after the kernel's
@@ -229,7 +231,21 @@ pub struct Pnic {
     tx_errors: Cell<u64>,
     tp_packets: u64,
     tp_drops: u64,
+    /// Frame mode ([`Pnic::open_frames`]): the socket and the buffers it receives into.
+    frx: Option<FrameRx>,
 }
+
+/// The receive side of frame mode: a ring-less packet socket read with `recvmmsg` straight
+/// into buffers lent by a [`FrameSource`].
+struct FrameRx {
+    sock: OwnedFd,
+    src: Arc<dyn FrameSource>,
+    /// Polls that found no free buffer.
+    no_buffer: u64,
+}
+
+/// Most frames one `recvmmsg` takes in frame mode.
+const FRAME_BATCH: usize = 64;
 
 #[derive(Default)]
 struct RxCounters {
@@ -451,12 +467,189 @@ impl Pnic {
             tx_errors: Cell::new(0),
             tp_packets: 0,
             tp_drops: 0,
+            frx: None,
         })
+    }
+
+    /// Opens the NIC in *frame mode*: frames are received with `recvmmsg` straight into
+    /// page-sized buffers lent by `src` (the driver domain's machine frames), as a NIC writes
+    /// into the buffers its driver posted, instead of into the packet ring (which is opened
+    /// but bound to an EtherType nobody sends, so it receives nothing). A frame longer than a buffer is
+    /// dropped and counted (`rx_truncated`): frame mode wants wire-sized frames (no GRO on
+    /// the interface).
+    pub fn open_frames(cfg: &PnicConfig, src: Arc<dyn FrameSource>) -> Result<Pnic, PnicError> {
+        let mut p = Pnic::open(cfg)?;
+        // Unhook the ring socket: a bind to protocol 0 would keep its protocol (ETH_P_ALL),
+        // so it is bound to an EtherType nothing on the testbed sends (IEEE 802 "local
+        // experimental" 2, 0x88B6) and receives nothing.
+        bind_ll(p.rx.as_fd(), p.ifindex, 0x88B6)?;
+        let sock = packet_socket()?;
+        let one: libc::c_int = 1;
+        setsockopt(
+            sock.as_fd(),
+            libc::PACKET_IGNORE_OUTGOING,
+            &one,
+            "PACKET_IGNORE_OUTGOING (frames)",
+        )?;
+        setsockopt(
+            sock.as_fd(),
+            libc::PACKET_VNET_HDR,
+            &one,
+            "PACKET_VNET_HDR (frames)",
+        )?;
+        // SAFETY: packet_mreq is plain data; all-zero is a valid value.
+        let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
+        mreq.mr_ifindex = p.ifindex as i32;
+        mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
+        setsockopt(
+            sock.as_fd(),
+            libc::PACKET_ADD_MEMBERSHIP,
+            &mreq,
+            "PACKET_ADD_MEMBERSHIP (frames)",
+        )?;
+        // The socket's queue stands in for the ring: as many frames as the ring has slots
+        // (a frame's skb costs about 2.5 KiB of receive buffer); the default (about 200 KiB)
+        // would drop a burst of a hundred frames.
+        let rcvbuf = (p.frame_nr() as libc::c_int).saturating_mul(2560);
+        // SAFETY: `rcvbuf` is a live c_int for the duration of each call.
+        unsafe {
+            let v = (&rcvbuf as *const libc::c_int).cast();
+            let n = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            if libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                v,
+                n,
+            ) != 0
+            {
+                libc::setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, v, n);
+            }
+        }
+        bind_ll(sock.as_fd(), p.ifindex, libc::ETH_P_ALL as u16)?;
+        p.frx = Some(FrameRx {
+            sock,
+            src,
+            no_buffer: 0,
+        });
+        Ok(p)
+    }
+
+    /// Whether the port receives into lent frames ([`Pnic::open_frames`]).
+    pub fn frame_mode(&self) -> bool {
+        self.frx.is_some()
+    }
+
+    /// Frame mode: polls that found no free buffer to receive into.
+    pub fn frames_starved(&self) -> u64 {
+        self.frx.as_ref().map_or(0, |f| f.no_buffer)
+    }
+
+    /// One poll in either mode, handing each frame's header and bytes to `f` (a ring slot
+    /// lease or a lent frame). Truncated frames are counted and not handed over.
+    pub fn poll_bufs(&mut self, budget: usize, mut f: impl FnMut(VirtioNetHdr, Buf)) -> usize {
+        if self.frx.is_none() {
+            return self.poll(budget, |fr| {
+                if !fr.truncated {
+                    let vnet = fr.vnet;
+                    f(vnet, fr.take());
+                }
+            });
+        }
+        let mut handed = 0;
+        while handed < budget {
+            let n = self.recv_frames((budget - handed).min(FRAME_BATCH), &mut f);
+            handed += n;
+            if n == 0 {
+                break;
+            }
+        }
+        handed
+    }
+
+    /// One `recvmmsg` of at most `n` frames into lent buffers. Returns the messages taken.
+    fn recv_frames(&mut self, n: usize, f: &mut impl FnMut(VirtioNetHdr, Buf)) -> usize {
+        let frx = self.frx.as_mut().expect("frame mode");
+        let mut bufs: [(u32, NonNull<u8>); FRAME_BATCH] = [(0, NonNull::dangling()); FRAME_BATCH];
+        let mut k = 0;
+        while k < n {
+            match frx.src.take() {
+                Some(b) => {
+                    bufs[k] = b;
+                    k += 1;
+                }
+                None => break,
+            }
+        }
+        if k == 0 {
+            frx.no_buffer += 1;
+            return 0;
+        }
+        let mut hdrs = [[0u8; VNET_HDR_LEN]; FRAME_BATCH];
+        // SAFETY: iovec and mmsghdr are plain data; all-zero is a valid value.
+        let mut iov: [[libc::iovec; 2]; FRAME_BATCH] = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut msgs: [libc::mmsghdr; FRAME_BATCH] = unsafe { std::mem::zeroed() };
+        for i in 0..k {
+            iov[i][0] = libc::iovec {
+                iov_base: hdrs[i].as_mut_ptr().cast(),
+                iov_len: VNET_HDR_LEN,
+            };
+            iov[i][1] = libc::iovec {
+                iov_base: bufs[i].1.as_ptr().cast(),
+                iov_len: FRAME_LEN,
+            };
+            msgs[i].msg_hdr.msg_iov = iov[i].as_mut_ptr();
+            msgs[i].msg_hdr.msg_iovlen = 2;
+        }
+        // SAFETY: msgs[..k] describe live, writable buffers: the header arrays above and the
+        // lent frames, each FRAME_LEN bytes and used by nothing else until given back.
+        let r = unsafe {
+            libc::recvmmsg(
+                frx.sock.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                k as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        let got = if r > 0 { r as usize } else { 0 };
+        let st = &mut self.rx_stats;
+        for i in 0..k {
+            let (id, page) = bufs[i];
+            if i >= got {
+                frx.src.give_back(id);
+                continue;
+            }
+            let m = &msgs[i];
+            let total = m.msg_len as usize;
+            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || total < VNET_HDR_LEN {
+                st.truncated += 1;
+                frx.src.give_back(id);
+                continue;
+            }
+            let Some(vnet) = VirtioNetHdr::parse(&hdrs[i]) else {
+                st.bad += 1;
+                frx.src.give_back(id);
+                continue;
+            };
+            let len = total - VNET_HDR_LEN;
+            st.frames += 1;
+            st.bytes += len as u64;
+            // SAFETY: (id, page) came from `src.take()` and was not given back; the frame
+            // holds at most FRAME_LEN bytes (the iovec's length).
+            let lent = unsafe { LentBuf::new(frx.src.clone(), id, page, 0, len) };
+            f(vnet, Buf::from(lent));
+        }
+        got
     }
 
     /// The receive socket, for epoll: readable when frames are waiting in the ring.
     pub fn rx_fd(&self) -> BorrowedFd<'_> {
-        self.rx.as_fd()
+        match &self.frx {
+            Some(f) => f.sock.as_fd(),
+            None => self.rx.as_fd(),
+        }
     }
 
     /// The transmit socket, for epoll: writable when the socket buffer has room again after
@@ -487,6 +680,19 @@ impl Pnic {
     /// epoll: a registered socket runs the wake-up callback for every frame the kernel puts in
     /// the ring, also while the daemon is busy and nobody waits.
     pub fn rx_ready(&self) -> bool {
+        if let Some(f) = &self.frx {
+            let mut b = [0u8; 1];
+            // SAFETY: a one-byte writable buffer; MSG_PEEK leaves the frame queued.
+            let r = unsafe {
+                libc::recv(
+                    f.sock.as_raw_fd(),
+                    b.as_mut_ptr().cast(),
+                    1,
+                    libc::MSG_PEEK | libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                )
+            };
+            return r > 0;
+        }
         self.ring.head_ready()
     }
 
@@ -501,6 +707,10 @@ impl Pnic {
     /// round the ring, drops every frame until it is handed back. Hand leases back or
     /// [`Buf::detach`] them first.
     pub fn lease_in_the_way(&self) -> bool {
+        if let Some(f) = &self.frx {
+            // Frame mode: the port stops when it has no buffer left to receive into.
+            return f.src.free() < FRAME_BATCH;
+        }
         self.ring.leases() > 0 && self.ring.lease_in_the_way()
     }
 
@@ -509,6 +719,9 @@ impl Pnic {
     /// within a quarter of a ring's worth of frames, and drops every frame from then until
     /// the lease is handed back. [`Buf::detach`] the old leases before that.
     pub fn lease_aging(&mut self) -> bool {
+        if let Some(f) = &self.frx {
+            return f.src.free() < f.src.total() / 4;
+        }
         let n = self.ring.geometry().frame_nr;
         self.ring.oldest_lease_age() > n - n / LEASE_HORIZON
     }
@@ -688,10 +901,15 @@ impl Pnic {
         // SAFETY: tpacket_stats is plain data; all-zero is a valid value.
         let mut ks: libc::tpacket_stats = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // In frame mode the kernel's counts are the frame socket's.
+        let fd = self
+            .frx
+            .as_ref()
+            .map_or(self.rx.as_raw_fd(), |f| f.sock.as_raw_fd());
         // SAFETY: ks/len describe a writable buffer of the right size.
         let r = unsafe {
             libc::getsockopt(
-                self.rx.as_raw_fd(),
+                fd,
                 libc::SOL_PACKET,
                 libc::PACKET_STATISTICS,
                 (&mut ks as *mut libc::tpacket_stats).cast(),

@@ -59,6 +59,11 @@ pub struct DaemonConfig {
     /// How netback moves packet bytes to and from the guests' granted pages (`--grant`).
     #[serde(default)]
     pub grant: pvnet_dd::netback::Mechanism,
+    /// The physical port receives straight into the driver domain's machine frames
+    /// (`pvnet_dd::frameport`) instead of its packet ring: always under `--grant flip`, and
+    /// with `--port-frames` for the other mechanisms (the fair `copy` to compare flip with).
+    #[serde(default)]
+    pub port_frames: bool,
     /// MTU of the wire (both veth ends), the driver domain's stack port and the guests'
     /// interfaces (see [`check_mtu`]). Configs written before `--mtu` existed mean 1500.
     #[serde(default = "default_mtu")]
@@ -163,6 +168,7 @@ impl Default for DaemonConfig {
             switch: pvnet_dd::switch::Mode::Bridge,
             rules: None,
             grant: pvnet_dd::netback::Mechanism::Copy,
+            port_frames: false,
             mtu: DEFAULT_MTU,
             hvm: 0,
             hvm_path: pvnet_hvm::Path::Original,

@@ -23,15 +23,17 @@ use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use pvnet_dd::datapath::{self, vif_port, DataPath, PathConfig, TapPort, PORT_DDSTACK};
-use pvnet_dd::netback::{Config as NetbackConfig, Fatal, Netback, VifStats};
+use pvnet_dd::frameport::{FramePool, DEFAULT_POOL_FRAMES};
+use pvnet_dd::netback::{Config as NetbackConfig, Fatal, Mechanism, Netback, VifStats};
 use pvnet_dd::nf::Filter;
 use pvnet_dd::packet::Packet;
 use pvnet_dd::switch;
 use pvnet_dd::xenbus;
-use pvnet_guest::netfront::{FrontStats, Layout};
-use pvnet_guest::proto::{BootInfo, FromGuest, ToGuest};
+use pvnet_guest::netfront::{FrontStats, Layout, RX_BUFS};
+use pvnet_guest::proto::{BootInfo, FlipBoot, FromGuest, ToGuest};
 use pvnet_guest::run::format_mac;
 use pvnet_hv::evtchn::{channel_pair, EvtchnEnd};
+use pvnet_hv::frames::Machine;
 use pvnet_hv::grant::{Hypervisor, GRANT_FRAMES};
 use pvnet_hv::mem::GuestMemory;
 use pvnet_hv::store::{Store, XenbusState};
@@ -311,6 +313,9 @@ pub struct Daemon {
     cfg: DaemonConfig,
     testbed: Testbed,
     hv: Arc<Hypervisor>,
+    /// The driver domain's packet frames, when the port receives into machine frames
+    /// (`--grant flip`, `--port-frames`).
+    pool: Option<Arc<FramePool>>,
     store: Store,
     dp: DataPath<Pnic, SystemClock>,
     /// Fires at the aggregation engine's next deadline (hold limits, timeouts, an idle port).
@@ -407,6 +412,7 @@ impl Daemon {
             cfg,
             testbed,
             hv: Arc::new(Hypervisor::new()),
+            pool: None,
             store: Store::new(),
             dp,
             lro_timer,
@@ -501,8 +507,19 @@ impl Daemon {
             frame_size: pvnet_pnic::frame_size_for_mtu(mtu),
             ..PnicConfig::new(self.testbed.dd_if.clone())
         };
-        let pnic = Pnic::open(&pcfg)
-            .map_err(|e| anyhow!("opening the physical port {}: {e}", self.testbed.dd_if))?;
+        let pnic = if self.cfg.port_frames {
+            // Machine frames: the driver domain's pool, and a flip window per guest.
+            let guests = (self.cfg.guests + self.cfg.attach) as u32;
+            let machine = Machine::create("pvnet-machine", DEFAULT_POOL_FRAMES + guests * RX_BUFS)?;
+            self.hv.set_machine(machine);
+            let pool = FramePool::new(&self.hv, DEFAULT_POOL_FRAMES)
+                .context("the driver domain's frame pool")?;
+            self.pool = Some(pool.clone());
+            Pnic::open_frames(&pcfg, pool)
+        } else {
+            Pnic::open(&pcfg)
+        }
+        .map_err(|e| anyhow!("opening the physical port {}: {e}", self.testbed.dd_if))?;
         self.dp
             .attach_phy(pnic)
             .map_err(|e| anyhow!("attaching the physical port to the switch: {e}"))?;
@@ -531,6 +548,22 @@ impl Daemon {
             &format!("pvnet-dom{}", domid.0),
             pages,
         )?);
+        let flip = self.cfg.grant == Mechanism::Flip;
+        let flip_boot = match (flip, self.hv.machine()) {
+            (true, Some(m)) => {
+                // The RX buffers are the flip window: machine frames the guest owns.
+                let first = layout.rx_buf(0).0;
+                let p2m = m
+                    .add_domain(domid, first, RX_BUFS)
+                    .map_err(|e| anyhow!("frames for domain {domid}: {e}"))?;
+                mem.attach_frames(m.fd(), first, &p2m)?;
+                Some(FlipBoot {
+                    first_pfn: first,
+                    p2m: p2m.iter().map(|m| m.0).collect(),
+                })
+            }
+            _ => None,
+        };
         self.hv.add_domain(domid, mem.clone(), GRANT_FRAMES);
         let (back_end, front_end) = channel_pair()?;
         let (ctl_daemon, ctl_guest) = ctl::socketpair()?;
@@ -580,12 +613,17 @@ impl Daemon {
             prefix: topology::SUBNET_PREFIX,
             gso: self.cfg.guest_gso,
             mtu: self.cfg.mtu,
+            flip: flip_boot,
         };
         let (fe_notify, fe_wait) = front_end.into_fds();
+        let mut fds = vec![mem.fd(), fe_notify.as_fd(), fe_wait.as_fd()];
+        if boot.flip.is_some() {
+            fds.push(self.hv.machine().expect("flip window made above").fd());
+        }
         ctl::send(
             vif.ctl.as_ref().expect("ctl").as_fd(),
             &ToGuest::Boot(boot),
-            &[mem.fd(), fe_notify.as_fd(), fe_wait.as_fd()],
+            &fds,
         )?;
         drop((fe_notify, fe_wait));
         let ctl_fd = vif.ctl.as_ref().expect("ctl").as_fd();
@@ -1023,6 +1061,10 @@ impl Daemon {
             self.reclaimed.pages += u64::from(mem.pages());
         }
         self.hv.remove_domain(DomId(dom));
+        // Its machine frames return to the free pool (none are lent: a flip is an exchange).
+        if let Some(m) = self.hv.machine() {
+            m.remove_domain(DomId(dom));
+        }
         self.reclaimed.domains += 1;
     }
 
@@ -1171,6 +1213,9 @@ impl Daemon {
         if !self.hvms.is_empty() {
             bail!("this run has HVM guests, whose device models are not restarted: restart-dd needs a run without --hvm");
         }
+        if self.pool.is_some() {
+            bail!("this run's driver domain receives into machine frames (--grant flip or --port-frames), whose restart is not built: restart-dd needs a run without them");
+        }
         if self.cfg.grant.is_pool() {
             bail!(
                 "this run's guests use a {} pool, whose reconnection is not built: restart-dd needs --grant copy, map or persistent",
@@ -1300,7 +1345,7 @@ impl Daemon {
             },
             // A pool mechanism the frontend did not take: per-request grant copy.
             None if self.cfg.grant.is_pool() => NetbackConfig::default(),
-            None => NetbackConfig::negotiated(self.cfg.grant, fe.persistent),
+            None => NetbackConfig::negotiated_with(self.cfg.grant, fe.persistent, fe.rx_flip),
         };
         let evt = v
             .evtchn_back
@@ -1324,6 +1369,9 @@ impl Daemon {
                 v.fatal = Some(f);
                 bail!("mapping the frontend's pool {spec:?} failed: {}", f.name());
             }
+        }
+        if let Some(pool) = &self.pool {
+            nb.set_frame_pool(pool.clone());
         }
         nb.set_mtu(self.cfg.mtu as usize);
         self.ep
@@ -1570,6 +1618,7 @@ impl Daemon {
             "settings": self.settings(),
             "lro": self.dp.lro_stats(),
             "grant": self.hv.stats(),
+            "frames": self.hv.machine().map(|m| m.stats()),
             "capture": self.capture_json(),
             "vifs": vifs,
             "reclaimed": self.reclaimed,

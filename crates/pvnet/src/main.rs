@@ -101,6 +101,11 @@ enum Cmd {
         /// the guest copies out of and into it; `feature-static-buffer`).
         #[arg(long, default_value = "copy")]
         grant: pvnet_dd::netback::Mechanism,
+        /// Receive on the physical port straight into the driver domain's machine frames
+        /// (recvmmsg into page-sized buffers) instead of its packet ring, as `--grant flip`
+        /// always does: the port to compare `copy` with `flip` on.
+        #[arg(long)]
+        port_frames: bool,
         #[command(flatten)]
         lro: LroArgs,
         /// HVM guests on an emulated NE2000 (Zhang, Li and Guan), started after the PV guests
@@ -473,6 +478,7 @@ fn run(cli: Cli) -> Result<()> {
             switch,
             rules,
             grant,
+            port_frames,
             lro,
             hvm,
             hvm_path,
@@ -526,12 +532,19 @@ fn run(cli: Cli) -> Result<()> {
                 switch,
                 rules,
                 grant,
+                port_frames: port_frames || grant == pvnet_dd::netback::Mechanism::Flip,
                 mtu,
                 hvm,
                 hvm_path,
                 exit_cost_ns,
                 g2g,
             };
+            if cfg.port_frames && (gro || settings.is_some() || hvm > 0 || mode != Mode::Xen) {
+                bail!(
+                    "the frame port (--grant flip, --port-frames) takes wire-sized frames only: \
+                     no --gro, no --lro, no --hvm, --mode xen"
+                );
+            }
             if mode == Mode::Linux && (settings.is_some() || lro.bo) {
                 bail!("--lro and --bo need the driver domain (--mode xen or relay)");
             }
@@ -824,6 +837,19 @@ fn print_stat(v: &serde_json::Value) {
     }
     flat("pnic", &v["pnic"]);
     flat("grant", &v["grant"]);
+    if v["frames"].is_object() {
+        // Machine frames (flip): the counters, then what each domain owns.
+        flat("frames", &v["frames"]);
+        let per: Vec<String> = v["frames"]["domains"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|d| format!("dom{}={}", d["domid"], d["frames"]))
+                    .collect()
+            })
+            .unwrap_or_default();
+        println!("  {:<9} {}", "  owned", per.join(" "));
+    }
     flat("bridge", &v["bridge"]);
     flat("settings", &v["settings"]);
     flat("limits", &v["limits"]);

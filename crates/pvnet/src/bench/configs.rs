@@ -42,7 +42,7 @@ pub const CONFIGS: [(&str, &str); 8] = [
 /// Named configurations outside the default set: the floor of this emulation, and the
 /// switching alternatives (`--configs linux,xen,relay,route,...`). Not in the default run,
 /// which must stay under 5 minutes.
-pub const EXTRA: [(&str, &str); 13] = [
+pub const EXTRA: [(&str, &str); 15] = [
     (
         "hvm",
         "an HVM guest on the emulated NE2000: every port access an ioreq round trip to its device model (Zhang, Li and Guan's original path)",
@@ -70,6 +70,14 @@ pub const EXTRA: [(&str, &str); 13] = [
     (
         "static",
         "the PV path with a static buffer granted and mapped once at connect: the backend copies into it, the guest out of it (two copies, no grant operation)",
+    ),
+    (
+        "flip",
+        "the PV path with page flipping on RX (GNTTABOP_transfer of the driver-domain frame the port received into; TX by grant copy)",
+    ),
+    (
+        "copy-frames",
+        "the PV path with grant copy from the same frame port as flip (the fair copy to compare flip with)",
     ),
     (
         "relay",
@@ -255,12 +263,15 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         "persistent" => Mechanism::Persistent,
         "premapped" => Mechanism::Premapped,
         "static" => Mechanism::Static,
+        "flip" => Mechanism::Flip,
         _ => g2g.unwrap_or(Mechanism::Copy),
     };
     let (mode, lro, bo, gro) = match config {
         "linux" => (Mode::Linux, None, false, false),
         "linux-gro" => (Mode::Linux, None, false, true),
-        "xen" | "map" | "persistent" | "premapped" | "static" => (Mode::Xen, None, false, false),
+        "xen" | "map" | "persistent" | "premapped" | "static" | "flip" | "copy-frames" => {
+            (Mode::Xen, None, false, false)
+        }
         "lro" => (Mode::Xen, lro("poll")?, false, false),
         "bo" => (Mode::Xen, lro("poll")?, true, false),
         "da" => (Mode::Xen, lro("every:2")?, false, false),
@@ -301,6 +312,7 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         bo,
         gro,
         grant,
+        port_frames: matches!(config, "flip" | "copy-frames"),
         // The remote host's input (ACKs) runs on the sender's CPU: the sender's work is not
         // charged to the receiving CPU.
         sender_cpu: Some(TX_CPU),
@@ -459,6 +471,9 @@ pub fn set_request(config: &str) -> Result<SetRequest> {
     }
     if c.hvm > 0 {
         bail!("{config} runs an HVM guest, which cannot be switched to on a running testbed");
+    }
+    if c.port_frames {
+        bail!("{config} receives into the driver domain's machine frames, which is fixed when the port opens: it cannot be switched to on a running testbed");
     }
     if c.grant != Mechanism::Copy {
         bail!("{config} chooses netback's grant mechanism, which is fixed when a vif connects: it cannot be switched to on a running testbed");
