@@ -323,6 +323,8 @@ impl Daemon {
             mtu: check_mtu(cfg.mtu)?,
             rps_cpu: if cfg.rps { cfg.cpu } else { None },
             gro: cfg.gro,
+            gro_max_size: (cfg.gro && cfg.mode != Mode::Linux)
+                .then(|| pvnet_pnic::gro_max_size_for(pvnet_pnic::gro_frame_size_for_mtu(cfg.mtu))),
             remote_rps_cpu: if cfg.rps { cfg.sender_cpu } else { None },
         })?;
         if let Some(c) = cfg.cpu {
@@ -439,9 +441,17 @@ impl Daemon {
         // Slots sized for the port's MTU: a longer frame would arrive truncated and be lost.
         let mtu = link::get_mtu(&self.testbed.dd_if)
             .with_context(|| format!("reading the MTU of {}", self.testbed.dd_if))?;
+        // With GRO on the port (port GRO) the kernel hands over coalesced frames of up to
+        // 64 KiB: the slots hold them, and GRO is capped at what a slot holds, so none is
+        // ever truncated (the testbed set `gro_max_size` from the same numbers).
+        let frame_size = if self.cfg.gro {
+            pvnet_pnic::gro_frame_size_for_mtu(mtu)
+        } else {
+            pvnet_pnic::frame_size_for_mtu(mtu)
+        };
         let pcfg = PnicConfig {
             frame_nr: check_ring_frames(self.cfg.ring_frames)?,
-            frame_size: pvnet_pnic::frame_size_for_mtu(mtu),
+            frame_size,
             ..PnicConfig::new(self.testbed.dd_if.clone())
         };
         let pnic = Pnic::open(&pcfg)
@@ -1190,7 +1200,7 @@ impl Daemon {
     }
 
     pub fn stat_json(&mut self) -> serde_json::Value {
-        let (budget, mtu) = (self.cfg.budget, self.cfg.mtu);
+        let (budget, mtu, gro) = (self.cfg.budget, self.cfg.mtu, self.cfg.gro);
         let pnic = self.dp.phy_mut().map(|p| {
             let s = p.stats();
             json!({
@@ -1198,6 +1208,7 @@ impl Daemon {
                 "mtu": mtu,
                 "rx_frames": s.rx_frames, "rx_bytes": s.rx_bytes, "rx_truncated": s.rx_truncated,
                 "rx_bad": s.rx_bad, "rx_csum_not_ready": s.rx_csum_not_ready,
+                "rx_gso": s.rx_gso, "rx_max_frame": s.rx_max_frame, "gro": gro,
                 "rx_leased": s.rx_leased, "rx_lease_copies": s.rx_lease_copies,
                 "rx_leases_outstanding": s.rx_leases_outstanding,
                 "tx_frames": s.tx_frames, "tx_bytes": s.tx_bytes, "tx_would_block": s.tx_would_block,

@@ -59,10 +59,11 @@ enum Cmd {
         /// Frames per physical-port poll (NAPI budget), 1 to 512.
         #[arg(long, default_value_t = config::DEFAULT_BUDGET)]
         budget: usize,
-        /// Slots of the physical port's packet ring (256 to 65536; 1664 bytes each). Fewer slots
-        /// stay warmer in the cache, but the kernel drops what arrives while they are full.
-        #[arg(long, default_value_t = pvnet_pnic::DEFAULT_FRAME_NR)]
-        ring_frames: u32,
+        /// Slots of the physical port's packet ring (256 to 65536; 1664 bytes each, 64 KiB
+        /// with --port-gro). Fewer slots stay warmer in the cache, but the kernel drops what
+        /// arrives while they are full. Default 4096, or 1024 with --port-gro.
+        #[arg(long)]
+        ring_frames: Option<u32>,
         /// MTU of the wire, the physical port, the driver domain's stack and the guests'
         /// interfaces, 1280 to 65535 (a TAP takes at most 65521: the PV modes stop there).
         /// The packet ring's slots, and what netback accepts from a guest, follow it.
@@ -77,9 +78,12 @@ enum Cmd {
         /// CPU for the driver domain and guests (the receiving CPU); -1 = no pinning.
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         cpu: i64,
-        /// Leave GRO on on the physical port's veth end (off by default; `linux-gro` in bench).
-        #[arg(long)]
-        gro: bool,
+        /// GRO on the physical port's veth end (off by default), standing for a NIC's LRO: the
+        /// kernel coalesces TCP segments before the packet ring, whose slots then hold 64 KiB
+        /// frames, and each coalesced frame reaches the guest as one GSO packet (`port-gro` in
+        /// bench; `linux-gro` with --mode linux).
+        #[arg(long, alias = "gro")]
+        port_gro: bool,
         /// The CPU your traffic sender runs on: the remote host's input (ACKs) is steered
         /// there, so the sender's work is not charged to the receiving CPU.
         #[arg(long)]
@@ -393,7 +397,7 @@ fn run(cli: Cli) -> Result<()> {
             attach,
             foreground,
             cpu,
-            gro,
+            port_gro,
             sender_cpu,
             switch,
             rules,
@@ -422,7 +426,11 @@ fn run(cli: Cli) -> Result<()> {
                 bail!("--grant {grant} needs --mode xen (the only mode with grants)");
             }
             config::check_budget(budget)?;
-            config::check_ring_frames(ring_frames)?;
+            let ring_frames = config::check_ring_frames(ring_frames.unwrap_or(if port_gro {
+                pvnet_pnic::GRO_FRAME_NR
+            } else {
+                pvnet_pnic::DEFAULT_FRAME_NR
+            }))?;
             if rules.is_some() && switch != pvnet_dd::switch::Mode::BridgeNf {
                 bail!("--rules needs --switch bridge-nf");
             }
@@ -445,7 +453,7 @@ fn run(cli: Cli) -> Result<()> {
                 lro: settings,
                 bo: lro.bo,
                 guest_gso: lro.guest_gso,
-                gro,
+                gro: port_gro,
                 ring_frames,
                 switch,
                 rules,

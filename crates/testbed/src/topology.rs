@@ -83,6 +83,10 @@ pub struct TestbedConfig {
     /// frames as they came off the wire, and `linux` is the LRO paper's native baseline (GRO off);
     /// on for `linux-gro`, today's native anchor.
     pub gro: bool,
+    /// With `gro`: the largest packet GRO may build on the driver domain's veth end
+    /// (`gro_max_size`; None leaves the kernel's default, 64 KiB). Port GRO caps it at what a
+    /// slot of the port's packet ring holds.
+    pub gro_max_size: Option<u32>,
     /// RPS on the remote host's veth end steers its input (the ACKs, and the new data its TCP
     /// sends in reply) to this CPU, the sender's: without it a veth runs the peer's input in
     /// the transmitting thread, and the sender's work is charged to the receiving CPU.
@@ -97,6 +101,7 @@ impl Default for TestbedConfig {
             mtu: 1500,
             rps_cpu: Some(0),
             gro: false,
+            gro_max_size: None,
             remote_rps_cpu: None,
         }
     }
@@ -214,9 +219,12 @@ impl Testbed {
                 link::set_up(&remote_if, true)
             })?
             .context("configuring the remote host's veth end")?;
-        let gro = cfg.gro;
+        let (gro, gro_max) = (cfg.gro, cfg.gro_max_size);
         dd.run(|| -> Result<()> {
             ethtool::set_feature(&dd_if, Feature::Gro, gro)?;
+            if let (true, Some(n)) = (gro, gro_max) {
+                link::set_gro_max_size(&dd_if, n)?;
+            }
             link::set_up(&dd_if, true)
         })?
         .context("configuring the driver domain's veth end")?;
