@@ -13,6 +13,7 @@ pub mod mock;
 pub mod netback;
 pub mod nf;
 pub mod packet;
+pub mod portvnet;
 pub mod route;
 pub mod switch;
 pub mod xenbus;
