@@ -55,6 +55,8 @@ const VIF_PORT: u32 = 1;
 const DD_STACK_MAC: [u8; 6] = [0x02, 0x70, 0x76, 0, 0, 0x02];
 /// Extra guest pages beyond what netfront lays out.
 const SPARE_PAGES: u32 = 16;
+/// The name of every PV guest's interface (its TAP, in its own namespace).
+const GUEST_IFNAME: &str = "eth0";
 
 /// What woke the loop: one per descriptor in the epoll set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -434,6 +436,22 @@ impl Daemon {
         Ok(())
     }
 
+    /// `guest-gro`: the guest's TAP (opened with `IFF_NAPI`) polled by a NAPI kernel thread on
+    /// the guest's CPU. With NAPI run in the writer's context instead, every write is polled
+    /// (and its GRO flushed) on its own, before the next: nothing is coalesced. The thread
+    /// finds the frames a whole batch of netfront's writes queued, as a NIC's poll finds a
+    /// ring's worth of frames.
+    fn guest_napi_threaded(&self, dom: u16) -> Result<()> {
+        let i = usize::from(dom) - 1;
+        let ns = self
+            .testbed
+            .guests
+            .get(i)
+            .ok_or_else(|| anyhow!("no namespace for guest {i}"))?;
+        pvnet_testbed::topology::pin_napi_threads(ns, GUEST_IFNAME, self.cfg.cpu)
+            .with_context(|| format!("threaded NAPI on guest {i}'s TAP"))
+    }
+
     /// The driver domain's two own ports: the physical port and its stack's TAP.
     fn open_ports(&mut self) -> Result<()> {
         // The daemon's thread lives in the driver domain's namespace from here on.
@@ -534,11 +552,12 @@ impl Daemon {
             grant_frames: GRANT_FRAMES,
             device_path: dev,
             evtchn_port: VIF_PORT,
-            ifname: "eth0".into(),
+            ifname: GUEST_IFNAME.into(),
             ipv4: topology::guest_addr(i).to_string(),
             prefix: topology::SUBNET_PREFIX,
             gso: self.cfg.guest_gso,
             mtu: self.cfg.mtu,
+            gro: self.cfg.guest_gro,
         };
         let (fe_notify, fe_wait) = front_end.into_fds();
         ctl::send(
@@ -921,7 +940,12 @@ impl Daemon {
                     let _ = ctl::send(sock, &ToGuest::Xs(reply), &[]);
                     self.process_store_events();
                 }
-                FromGuest::Ready => self.vifs.get_mut(&dom).expect("vif").ready = true,
+                FromGuest::Ready => {
+                    if self.cfg.guest_gro {
+                        self.guest_napi_threaded(dom)?;
+                    }
+                    self.vifs.get_mut(&dom).expect("vif").ready = true
+                }
                 FromGuest::Stats(s) => self.vifs.get_mut(&dom).expect("vif").front_stats = s,
                 FromGuest::Failed(e) => {
                     eprintln!("pvnet: guest {dom} failed: {e}");

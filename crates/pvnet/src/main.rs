@@ -84,6 +84,10 @@ enum Cmd {
         /// bench; `linux-gro` with --mode linux).
         #[arg(long, alias = "gro")]
         port_gro: bool,
+        /// Open each guest's TAP with IFF_NAPI, so the guest kernel's GRO coalesces the frames
+        /// netfront writes: GRO in the guest's virtual NIC (`guest-gro` in bench).
+        #[arg(long)]
+        guest_gro: bool,
         /// The CPU your traffic sender runs on: the remote host's input (ACKs) is steered
         /// there, so the sender's work is not charged to the receiving CPU.
         #[arg(long)]
@@ -398,6 +402,7 @@ fn run(cli: Cli) -> Result<()> {
             foreground,
             cpu,
             port_gro,
+            guest_gro,
             sender_cpu,
             switch,
             rules,
@@ -421,6 +426,9 @@ fn run(cli: Cli) -> Result<()> {
             }
             if mode == Mode::Relay && !lro.guest_gso {
                 bail!("--guest-gso off needs --mode xen (a relayed guest's TAP takes GSO packets)");
+            }
+            if guest_gro && mode != Mode::Xen {
+                bail!("--guest-gro needs --mode xen (the guests' TAPs are netfront's)");
             }
             if mode != Mode::Xen && grant != pvnet_dd::netback::Mechanism::Copy {
                 bail!("--grant {grant} needs --mode xen (the only mode with grants)");
@@ -454,6 +462,7 @@ fn run(cli: Cli) -> Result<()> {
                 bo: lro.bo,
                 guest_gso: lro.guest_gso,
                 gro: port_gro,
+                guest_gro,
                 ring_frames,
                 switch,
                 rules,

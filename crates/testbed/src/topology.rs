@@ -48,13 +48,17 @@ pub const DD_IF_SUFFIX: &str = "p";
 pub const WIRE_QDISC: &str = "pfifo_fast";
 
 /// Makes the NAPI instances of `ifname` (in `ns`) kernel threads and pins them to `cpu`
-/// (when given). Waits up to a second for the threads to appear.
-fn pin_napi_threads(ns: &Netns, ifname: &str, cpu: Option<usize>) -> Result<()> {
+/// (when given). Waits up to a second for the threads to appear. Threads of the same name
+/// that existed before (an interface of that name in another namespace: every guest's TAP is
+/// `eth0`) are left alone.
+pub fn pin_napi_threads(ns: &Netns, ifname: &str, cpu: Option<usize>) -> Result<()> {
+    let before = sys::napi_threads(ifname)?;
     sys::set_napi_threaded(ns, ifname)?;
     let Some(cpu) = cpu else { return Ok(()) };
     let t0 = std::time::Instant::now();
     loop {
-        let pids = sys::napi_threads(ifname)?;
+        let mut pids = sys::napi_threads(ifname)?;
+        pids.retain(|p| !before.contains(p));
         if !pids.is_empty() {
             for p in pids {
                 crate::cpu::pin_pid(p, cpu)?;

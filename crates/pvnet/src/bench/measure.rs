@@ -138,11 +138,12 @@ pub fn run_one(
     progress: &Progress,
 ) -> Result<Sample> {
     let t0 = Instant::now();
+    let base_cfg = configs::daemon_config(config)?;
     let cfg = DaemonConfig {
-        ring_frames: p.ring_frames,
+        ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
         budget: p.budget,
         mtu: p.mtu,
-        ..configs::daemon_config(config)?
+        ..base_cfg
     };
     let (mut s, info) = testbed::with_testbed(&cfg, config, progress, |info| {
         measure(
