@@ -839,6 +839,27 @@ mod tests {
     }
 
     #[test]
+    fn gro_slots_hold_what_capped_gro_builds() {
+        assert_eq!(gro_frame_size_for_mtu(1500), GRO_FRAME_SIZE);
+        assert_eq!(gro_frame_size_for_mtu(9000), GRO_FRAME_SIZE);
+        assert_eq!(gro_frame_size_for_mtu(65535), frame_size_for_mtu(65535));
+        // The kernel puts the MAC header 76 bytes in: 65,460 bytes fit; 4 are kept for a tag.
+        assert_eq!(max_frame_in(GRO_FRAME_SIZE), 65_456);
+        assert_eq!(gro_max_size_for(GRO_FRAME_SIZE), 65_442);
+        // GRO's largest packet is gro_max_size - 1 bytes from the network header on; with the
+        // Ethernet header and a tag it still fits the slot after the kernel's 76 bytes.
+        for fs in [GRO_FRAME_SIZE, frame_size_for_mtu(65535)] {
+            assert!(gro_max_size_for(fs) - 1 + 18 + 76 <= fs, "{fs}");
+        }
+        // The largest aggregate at the standard MSS is not cut by the cap.
+        assert!(45 * 1448 + 52 < gro_max_size_for(GRO_FRAME_SIZE));
+        // 64 KiB slots: one per 16-page block, nothing unused, the count exact.
+        let g = Geometry::new(GRO_FRAME_SIZE, GRO_FRAME_NR, 4096).unwrap();
+        assert_eq!((g.block_size, g.frames_per_block()), (65536, 1));
+        assert_eq!((g.frame_nr, g.map_len()), (1024, 64 << 20));
+    }
+
+    #[test]
     fn error_messages() {
         let e = PnicError::io("PACKET_RX_RING", io::Error::from_raw_os_error(libc::ENOMEM));
         assert!(e.to_string().starts_with("PACKET_RX_RING: "));
