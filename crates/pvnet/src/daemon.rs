@@ -258,6 +258,8 @@ pub struct Daemon {
     relay_macs: BTreeMap<u16, [u8; 6]>,
     /// HVM domains (emulated NE2000), by domid.
     hvms: BTreeMap<u16, hvm::HvmDomain>,
+    /// `--guest-gro`: the kernel threads polling the guests' TAPs.
+    guest_napi_pids: Vec<i32>,
     ep: Epoll,
     sigfd: SignalFd,
     admin: OwnedFd,
@@ -361,6 +363,7 @@ impl Daemon {
             vifs: BTreeMap::new(),
             relay_macs: BTreeMap::new(),
             hvms: BTreeMap::new(),
+            guest_napi_pids: Vec::new(),
             ep,
             sigfd,
             admin,
@@ -441,15 +444,17 @@ impl Daemon {
     /// (and its GRO flushed) on its own, before the next: nothing is coalesced. The thread
     /// finds the frames a whole batch of netfront's writes queued, as a NIC's poll finds a
     /// ring's worth of frames.
-    fn guest_napi_threaded(&self, dom: u16) -> Result<()> {
+    fn guest_napi_threaded(&mut self, dom: u16) -> Result<()> {
         let i = usize::from(dom) - 1;
         let ns = self
             .testbed
             .guests
             .get(i)
             .ok_or_else(|| anyhow!("no namespace for guest {i}"))?;
-        pvnet_testbed::topology::pin_napi_threads(ns, GUEST_IFNAME, self.cfg.cpu)
-            .with_context(|| format!("threaded NAPI on guest {i}'s TAP"))
+        let pids = pvnet_testbed::topology::pin_napi_threads(ns, GUEST_IFNAME, self.cfg.cpu)
+            .with_context(|| format!("threaded NAPI on guest {i}'s TAP"))?;
+        self.guest_napi_pids.extend(pids);
+        Ok(())
     }
 
     /// The driver domain's two own ports: the physical port and its stack's TAP.
@@ -706,6 +711,7 @@ impl Daemon {
                 .map(|i| topology::guest_addr(i).to_string())
                 .collect(),
             pnic_if: self.testbed.dd_if.clone(),
+            guest_napi_pids: self.guest_napi_pids.clone(),
             // The guests' own processes: PV guests' netfronts and HVM guests' vCPU processes
             // (an HVM guest's device model runs in the driver domain).
             guest_pids: (self.vifs.values())

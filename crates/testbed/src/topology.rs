@@ -48,22 +48,23 @@ pub const DD_IF_SUFFIX: &str = "p";
 pub const WIRE_QDISC: &str = "pfifo_fast";
 
 /// Makes the NAPI instances of `ifname` (in `ns`) kernel threads and pins them to `cpu`
-/// (when given). Waits up to a second for the threads to appear. Threads of the same name
-/// that existed before (an interface of that name in another namespace: every guest's TAP is
-/// `eth0`) are left alone.
-pub fn pin_napi_threads(ns: &Netns, ifname: &str, cpu: Option<usize>) -> Result<()> {
+/// (when given). Waits up to a second for the threads to appear, and returns their pids.
+/// Threads of the same name that existed before (an interface of that name in another
+/// namespace: every guest's TAP is `eth0`) are left alone.
+pub fn pin_napi_threads(ns: &Netns, ifname: &str, cpu: Option<usize>) -> Result<Vec<i32>> {
     let before = sys::napi_threads(ifname)?;
     sys::set_napi_threaded(ns, ifname)?;
-    let Some(cpu) = cpu else { return Ok(()) };
     let t0 = std::time::Instant::now();
     loop {
         let mut pids = sys::napi_threads(ifname)?;
         pids.retain(|p| !before.contains(p));
         if !pids.is_empty() {
-            for p in pids {
-                crate::cpu::pin_pid(p, cpu)?;
+            for &p in &pids {
+                if let Some(cpu) = cpu {
+                    crate::cpu::pin_pid(p, cpu)?;
+                }
             }
-            return Ok(());
+            return Ok(pids);
         }
         if t0.elapsed() > std::time::Duration::from_secs(1) {
             bail!("no napi/{ifname}-* kernel thread appeared after enabling threaded NAPI");
@@ -241,6 +242,7 @@ impl Testbed {
             // it: the sender's. A receiving NIC's NAPI runs on the receiving machine, so the
             // instances become kernel threads pinned to the receiving CPU.
             pin_napi_threads(&dd, &dd_if, cfg.rps_cpu)
+                .map(drop)
                 .context("threaded NAPI on the driver domain's veth end")?;
         }
         if let Some(c) = cfg.remote_rps_cpu {

@@ -30,6 +30,13 @@ pub const METRICS: &[Metric] = &[
         decimals: 0,
     },
     Metric {
+        key: "cycles_per_byte.port",
+        label: "cycles/byte port (softirq + NAPI threads)",
+        get: |s| Some(s.cycles_per_byte_port),
+        ratios: true,
+        decimals: 2,
+    },
+    Metric {
         key: "cycles_per_byte.driver",
         label: "cycles/byte driver domain",
         get: |s| s.cycles_per_byte_driver,
