@@ -117,6 +117,19 @@ pub struct Sample {
     /// domain's share (the remainder) is short by that much.
     #[serde(default)]
     pub cycles_per_byte_port: f64,
+    /// The daemon's own CPU time per byte (the driver domain's data path; in mode relay also
+    /// the guests' TAP writes), None natively. Unlike `cycles_per_byte_driver`, which is the
+    /// receiving CPU's remainder, it holds nothing of other work on a shared machine.
+    #[serde(default)]
+    pub cycles_per_byte_daemon: Option<f64>,
+    /// What the run's own parts spent per byte, each measured by itself: the port
+    /// ([`Sample::cycles_per_byte_port`]), the daemon, and the receiving side's processes
+    /// (netfronts, whose TAP writes run the guests' stacks, their TAPs' NAPI threads, and the
+    /// receivers; natively the receiver). The busy-time total also holds whatever else ran on
+    /// the receiving CPU; this one holds the softirq ticks that interrupted one of the parts
+    /// twice.
+    #[serde(default)]
+    pub cycles_per_byte_accounted: f64,
     /// Softirq share of `cycles_per_byte_total`. Without `CONFIG_IRQ_TIME_ACCOUNTING` (this
     /// machine's kernel) the kernel charges softirq time to the task it interrupted, so part
     /// of the physical port's softirq sits in the guest's share.
@@ -384,6 +397,14 @@ fn measure(
     s.guest_napi_ns = guest_napi.iter().map(|q| pid_ns(*q)).sum();
     let port_ns = (s.softirq_ns + s.port_napi_ns).min(d.busy_ns);
     s.cycles_per_byte_port = cpb(port_ns);
+    let daemon_ns = if mode == Mode::Linux {
+        0
+    } else {
+        pid_ns(info.pid)
+    };
+    let receiving_ns = guest_pids.iter().map(|q| pid_ns(*q)).sum::<u64>() + s.guest_napi_ns;
+    s.cycles_per_byte_daemon = (mode != Mode::Linux).then(|| cpb(daemon_ns));
+    s.cycles_per_byte_accounted = cpb(port_ns + daemon_ns + receiving_ns);
     if mode == Mode::Xen {
         // The guest: its netfront process (whose TAP writes run the guest kernel's receive
         // path), the threads polling its TAP (guest-gro) and the receiver; the driver domain:
