@@ -64,7 +64,12 @@ fn main() {
         die("socket")
     }
     let one: i32 = 1;
-    setsockopt(fd, libc::PACKET_IGNORE_OUTGOING, &one, "PACKET_IGNORE_OUTGOING");
+    setsockopt(
+        fd,
+        libc::PACKET_IGNORE_OUTGOING,
+        &one,
+        "PACKET_IGNORE_OUTGOING",
+    );
     setsockopt(fd, libc::PACKET_VNET_HDR, &one, "PACKET_VNET_HDR");
     let version = if v3 {
         libc::tpacket_versions::TPACKET_V3
