@@ -516,6 +516,11 @@ fn testbed_gro_option_turns_gro_on_at_the_driver_domain_port() {
             .filter(|&c| set.is_set(c).unwrap())
             .collect();
         assert_eq!(cpus, [0], "napi thread {p} pinned to the receiving CPU");
+        assert_eq!(
+            pvnet_testbed::cpu::policy(*p).unwrap(),
+            libc::SCHED_FIFO,
+            "napi thread {p} runs ahead of tasks, as a softirq would"
+        );
     }
     let dd_if = tb.dd_if.clone();
     tb.teardown().unwrap();
