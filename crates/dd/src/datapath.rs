@@ -35,6 +35,7 @@ use crate::gate::{Gate, GuestLoad, PortGate};
 use crate::lro::{self, Lro, LroStats};
 use crate::netback::{Direct, Fatal, Mechanism, Netback, Refusal, RxDirect, VifStats};
 use crate::packet::{Chain, Packet};
+use crate::portvnet::{self, PortVnetStats};
 use crate::route::RouteError;
 use crate::switch::{Switch, SwitchStats};
 
@@ -156,6 +157,9 @@ pub struct PathConfig {
 pub struct PathStats {
     pub polls: u64,
     pub polls_full_budget: u64,
+    /// Frames from the physical port whose `virtio_net_hdr` the frame did not bear out,
+    /// dropped, by reason ([`portvnet`]).
+    pub port_refused: PortVnetStats,
     /// Vif polls without an event because the vif's last TX poll used its whole budget.
     pub tx_repolls: u64,
     pub frames: u64,
@@ -800,7 +804,12 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             // decides what leaves now and what waits for more segments.
             let mut out = std::mem::take(&mut self.lro_out);
             let mut merging = 0;
+            let refused = &mut self.stats.port_refused;
             let n = phy.poll(budget, |vnet, buf| {
+                if let Err(r) = portvnet::check(&vnet, &buf) {
+                    refused.count(r);
+                    return;
+                }
                 // Each segment's own arrival time: flush latency counts from it. The frame
                 // stays in its ring slot (a lease) until it has been copied to the guest.
                 let arrived = clock.ticks();
@@ -818,8 +827,10 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             n
         } else {
             let mut pending = std::mem::take(&mut self.pending);
-            let n = phy.poll(budget, |vnet, buf| {
-                pending.push((PORT_PNIC, Packet::linear(vnet, buf)));
+            let refused = &mut self.stats.port_refused;
+            let n = phy.poll(budget, |vnet, buf| match portvnet::check(&vnet, &buf) {
+                Ok(()) => pending.push((PORT_PNIC, Packet::linear(vnet, buf))),
+                Err(r) => refused.count(r),
             });
             self.stats.stages.port_ticks += self.clock.ticks().wrapping_sub(t0);
             self.route_batch(&mut pending);

@@ -15,6 +15,7 @@ pub mod netback;
 pub mod nf;
 pub mod packet;
 pub mod pool;
+pub mod portvnet;
 pub mod route;
 pub mod switch;
 pub mod xenbus;

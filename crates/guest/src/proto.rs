@@ -29,6 +29,11 @@ pub struct BootInfo {
     /// MTU of the guest's interface (the toolstack's `--mtu`; 1500 from one that predates it).
     #[serde(default = "default_mtu")]
     pub mtu: u32,
+    /// Open the guest's TAP with `IFF_NAPI`, so that the guest kernel's GRO coalesces the
+    /// frames netfront writes (the `guest-gro` configuration: GRO in the guest's virtual NIC).
+    /// Off by default: then each written frame goes up the guest's stack as it is.
+    #[serde(default)]
+    pub gro: bool,
     /// Page flipping: the guest's flip window (its RX buffers are machine frames; the machine
     /// memfd comes as a fourth descriptor). `None` for every other grant mechanism.
     #[serde(default)]

@@ -108,7 +108,7 @@ fn run_booted(
         .ok_or_else(|| anyhow!("no mac in {dev}"))?;
     let mac = parse_mac(&mac_s)?;
 
-    let tap = Tap::open(&info.ifname, true).context("creating the guest's TAP")?;
+    let tap = Tap::open_with(&info.ifname, true, info.gro).context("creating the guest's TAP")?;
     link::set_mtu(tap.name(), info.mtu)?;
     link::set_mac(tap.name(), mac)?;
     let addr: Ipv4Addr = info.ipv4.parse().context("guest ipv4 address")?;

@@ -52,6 +52,33 @@ pub fn frame_size_for_mtu(mtu: u32) -> u32 {
     let need = (mtu.min(1 << 20) + SLOT_OVERHEAD).next_multiple_of(libc::TPACKET_ALIGNMENT as u32);
     need.max(DEFAULT_FRAME_SIZE)
 }
+/// Slot size for a port with GRO on (port GRO, standing for a NIC's LRO): the kernel hands the
+/// ring coalesced TCP frames of up to 64 KiB. 16 pages make one block that holds exactly one
+/// slot, so the kernel's allocation (whole power-of-two page runs per block) wastes nothing.
+pub const GRO_FRAME_SIZE: u32 = 65536;
+/// Default slot count of a port with GRO on: 64 MiB, as many bytes as 40,000 MTU slots; a
+/// frame that was not coalesced still takes a whole slot.
+pub const GRO_FRAME_NR: u32 = 1024;
+
+/// The slot size for a port of `mtu` with GRO on: [`GRO_FRAME_SIZE`], or the MTU's slot when
+/// that is larger (a jumbo MTU near 64 KiB).
+pub fn gro_frame_size_for_mtu(mtu: u32) -> u32 {
+    frame_size_for_mtu(mtu).max(GRO_FRAME_SIZE)
+}
+
+/// The longest frame a slot of `frame_size` holds whole (the kernel puts the MAC header 76
+/// bytes into the slot), less a VLAN tag's 4 bytes of margin.
+pub fn max_frame_in(frame_size: u32) -> u32 {
+    frame_size.saturating_sub(SLOT_OVERHEAD - 14)
+}
+
+/// The `gro_max_size` that keeps every coalesced frame within a slot of `frame_size`: GRO
+/// stops merging before a packet's length (from the network header on) reaches it, and the
+/// ring adds the 14-byte Ethernet header (a tag would add 4: the margin of [`max_frame_in`]).
+pub fn gro_max_size_for(frame_size: u32) -> u32 {
+    max_frame_in(frame_size).saturating_sub(14)
+}
+
 /// Most pieces one frame may be given as (the kernel's `UIO_MAXIOV`, minus the vnet header).
 pub const MAX_PIECES: usize = 1023;
 
@@ -160,6 +187,11 @@ pub struct PnicStats {
     pub rx_bad: u64,
     /// Frames handed over with `TP_STATUS_CSUMNOTREADY`.
     pub rx_csum_not_ready: u64,
+    /// Frames handed over as GSO frames (a GSO type in their vnet header): what GRO on the
+    /// port coalesced, or what a local sender's TSO left whole.
+    pub rx_gso: u64,
+    /// The largest frame handed over (bytes).
+    pub rx_max_frame: u32,
     /// Frames kept in their ring slot by [`RxFrame::take`] (no copy).
     pub rx_leased: u64,
     /// Frames [`RxFrame::take`] copied because half the ring was leased.
@@ -254,6 +286,8 @@ struct RxCounters {
     truncated: u64,
     bad: u64,
     csum_not_ready: u64,
+    gso: u64,
+    max_frame: u32,
 }
 
 impl std::fmt::Debug for Pnic {
@@ -759,6 +793,8 @@ impl Pnic {
                     st.bytes += bytes as u64;
                     st.truncated += u64::from(fr.truncated);
                     st.csum_not_ready += u64::from(fr.csum_not_ready);
+                    st.gso += u64::from(fr.vnet.gso_type != pvnet_wire::vnet::GSO_NONE);
+                    st.max_frame = st.max_frame.max(bytes as u32);
                     f(fr);
                     true
                 }
@@ -927,6 +963,8 @@ impl Pnic {
             rx_truncated: s.truncated,
             rx_bad: s.bad,
             rx_csum_not_ready: s.csum_not_ready,
+            rx_gso: s.gso,
+            rx_max_frame: s.max_frame,
             rx_leased: self.lease_counts.leased.get(),
             rx_lease_copies: self.lease_counts.copied.get(),
             rx_leases_outstanding: self.ring.leases(),
@@ -1016,6 +1054,27 @@ mod tests {
                 "MTU {mtu}"
             );
         }
+    }
+
+    #[test]
+    fn gro_slots_hold_what_capped_gro_builds() {
+        assert_eq!(gro_frame_size_for_mtu(1500), GRO_FRAME_SIZE);
+        assert_eq!(gro_frame_size_for_mtu(9000), GRO_FRAME_SIZE);
+        assert_eq!(gro_frame_size_for_mtu(65535), frame_size_for_mtu(65535));
+        // The kernel puts the MAC header 76 bytes in: 65,460 bytes fit; 4 are kept for a tag.
+        assert_eq!(max_frame_in(GRO_FRAME_SIZE), 65_456);
+        assert_eq!(gro_max_size_for(GRO_FRAME_SIZE), 65_442);
+        // GRO's largest packet is gro_max_size - 1 bytes from the network header on; with the
+        // Ethernet header and a tag it still fits the slot after the kernel's 76 bytes.
+        for fs in [GRO_FRAME_SIZE, frame_size_for_mtu(65535)] {
+            assert!(gro_max_size_for(fs) - 1 + 18 + 76 <= fs, "{fs}");
+        }
+        // The largest aggregate at the standard MSS is not cut by the cap.
+        assert!(45 * 1448 + 52 < gro_max_size_for(GRO_FRAME_SIZE));
+        // 64 KiB slots: one per 16-page block, nothing unused, the count exact.
+        let g = Geometry::new(GRO_FRAME_SIZE, GRO_FRAME_NR, 4096).unwrap();
+        assert_eq!((g.block_size, g.frames_per_block()), (65536, 1));
+        assert_eq!((g.frame_nr, g.map_len()), (1024, 64 << 20));
     }
 
     #[test]

@@ -771,3 +771,84 @@ fn lease_aging_follows_the_oldest_lease_still_out() {
     assert_eq!(collect_seqs(&mut p, 8, 2000), (8..16).collect::<Vec<_>>());
     assert!(!p.lease_aging());
 }
+
+/// Sends, from a second port on the peer's end, one TCP GSO frame of `frame_len` bytes (54
+/// bytes of headers, a partial checksum, `gso_size` 1448): veth advertises TSO, so the frame
+/// crosses whole, as a coalesced frame does when GRO on the port built it. Returns it.
+fn send_gso_from_peer(peer: &Pnic, seq: u32, frame_len: usize) -> Vec<u8> {
+    let payload: Vec<u8> = (0..frame_len - 54)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[2])
+        .collect();
+    let mut hdr = tcp_headers(seq, payload.len());
+    // Toward the pnic's side: swap the MAC addresses (the checksum seed does not depend on
+    // the order of the IP addresses).
+    let (dst, src) = (hdr[0..6].to_vec(), hdr[6..12].to_vec());
+    hdr[0..6].copy_from_slice(&src);
+    hdr[6..12].copy_from_slice(&dst);
+    let vnet = VirtioNetHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type: GSO_TCPV4,
+        hdr_len: 54,
+        gso_size: 1448,
+        csum_start: 34,
+        csum_offset: 16,
+    };
+    peer.send(&vnet, &[&hdr, &payload[..30_000], &payload[30_000..]])
+        .expect("peer sends the GSO frame");
+    let mut f = hdr;
+    f.extend_from_slice(&payload);
+    f
+}
+
+/// Slots sized for port GRO hold 64 KiB frames whole: the largest frame GRO builds at the
+/// standard MSS (45 segments, 65,226 bytes) and the largest a capped `gro_max_size` allows,
+/// each in one slot with its GSO metadata; in the default slot the same frame is truncated,
+/// and counted.
+#[test]
+fn gro_slots_hold_64_kib_frames_whole() {
+    if !is_root() {
+        eprintln!("skipping gro_slots_hold_64_kib_frames_whole: needs root (namespaces, veth)");
+        return;
+    }
+    let bed = Bed::new();
+    let size = pvnet_pnic::gro_frame_size_for_mtu(1500);
+    assert_eq!(size, pvnet_pnic::GRO_FRAME_SIZE);
+    let mut p = open_a_slots(&bed, 8, size);
+    let peer = in_ns(&bed.b.0, || {
+        Pnic::open(&PnicConfig {
+            frame_nr: 32,
+            ..PnicConfig::new(IF_B)
+        })
+        .expect("open the peer's port")
+    });
+    // The longest frame within the cap: an IP length of gro_max_size - 1.
+    let longest = 14 + pvnet_pnic::gro_max_size_for(size) as usize - 1;
+    assert_eq!(longest, pvnet_pnic::max_frame_in(size) as usize - 1);
+    for (seq, len) in [(1u32, 65_226usize), (2, longest)] {
+        let sent = send_gso_from_peer(&peer, seq, len);
+        let got = poll_until(&mut p, 1, 2000, |f| {
+            (f.data().len() > 1000).then(|| (f.vnet, f.truncated, f.wire_len, f.data().to_vec()))
+        });
+        assert_eq!(got.len(), 1, "{len}-byte frame arrived");
+        let (vnet, truncated, wire_len, data) = &got[0];
+        assert!(!truncated && *wire_len as usize == len, "{len}: whole");
+        assert!(*data == sent, "{len}: bytes intact");
+        assert_eq!((vnet.gso_kind(), vnet.gso_size), (GSO_TCPV4, 1448));
+        assert!(vnet.needs_csum());
+        assert_eq!((vnet.csum_start, vnet.csum_offset), (34, 16));
+    }
+    let st = p.stats();
+    assert_eq!((st.rx_truncated, st.rx_gso), (0, 2));
+    assert_eq!(st.rx_max_frame as usize, longest);
+
+    // The default slot cuts the same frame, and says so.
+    drop(p);
+    let mut small = open_a(&bed, 32);
+    send_gso_from_peer(&peer, 3, 65_226);
+    let got = poll_until(&mut small, 1, 2000, |f| {
+        (f.wire_len > 1000).then(|| (f.truncated, f.data().len()))
+    });
+    assert_eq!(got.len(), 1);
+    assert!(got[0].0 && got[0].1 < 1664, "{got:?}");
+    assert_eq!(small.stats().rx_truncated, 1);
+}

@@ -42,9 +42,14 @@ pub struct DaemonConfig {
     /// Whether the guests' netfronts advertise GSO.
     #[serde(default = "yes")]
     pub guest_gso: bool,
-    /// GRO on the physical port's veth end (the `linux-gro` bench configuration).
+    /// GRO on the physical port's veth end: `linux-gro` in mode linux; port GRO (`port-gro`)
+    /// in the PV modes, where the packet ring's slots then hold 64 KiB coalesced frames.
     #[serde(default)]
     pub gro: bool,
+    /// The guests' TAPs opened with `IFF_NAPI`, so the guest kernel's GRO coalesces what
+    /// netfront writes (`guest-gro`).
+    #[serde(default)]
+    pub guest_gro: bool,
     /// Slots of the physical port's packet ring (see [`check_ring_frames`]).
     #[serde(default = "default_ring_frames")]
     pub ring_frames: u32,
@@ -164,6 +169,7 @@ impl Default for DaemonConfig {
             bo: false,
             guest_gso: true,
             gro: false,
+            guest_gro: false,
             ring_frames: pvnet_pnic::DEFAULT_FRAME_NR,
             switch: pvnet_dd::switch::Mode::Bridge,
             rules: None,

@@ -57,6 +57,8 @@ const VIF_PORT: u32 = 1;
 const DD_STACK_MAC: [u8; 6] = [0x02, 0x70, 0x76, 0, 0, 0x02];
 /// Extra guest pages beyond what netfront lays out.
 const SPARE_PAGES: u32 = 16;
+/// The name of every PV guest's interface (its TAP, in its own namespace).
+const GUEST_IFNAME: &str = "eth0";
 
 /// What woke the loop: one per descriptor in the epoll set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -325,6 +327,8 @@ pub struct Daemon {
     relay_macs: BTreeMap<u16, [u8; 6]>,
     /// HVM domains (emulated NE2000), by domid.
     hvms: BTreeMap<u16, hvm::HvmDomain>,
+    /// `--guest-gro`: the kernel threads polling the guests' TAPs.
+    guest_napi_pids: Vec<i32>,
     ep: Epoll,
     sigfd: SignalFd,
     admin: OwnedFd,
@@ -393,6 +397,8 @@ impl Daemon {
             mtu: check_mtu(cfg.mtu)?,
             rps_cpu: if cfg.rps { cfg.cpu } else { None },
             gro: cfg.gro,
+            gro_max_size: (cfg.gro && cfg.mode != Mode::Linux)
+                .then(|| pvnet_pnic::gro_max_size_for(pvnet_pnic::gro_frame_size_for_mtu(cfg.mtu))),
             remote_rps_cpu: if cfg.rps { cfg.sender_cpu } else { None },
         })?;
         if let Some(c) = cfg.cpu {
@@ -419,6 +425,7 @@ impl Daemon {
             vifs: BTreeMap::new(),
             relay_macs: BTreeMap::new(),
             hvms: BTreeMap::new(),
+            guest_napi_pids: Vec::new(),
             ep,
             sigfd,
             admin,
@@ -495,6 +502,24 @@ impl Daemon {
         Ok(())
     }
 
+    /// `guest-gro`: the guest's TAP (opened with `IFF_NAPI`) polled by a NAPI kernel thread on
+    /// the guest's CPU. With NAPI run in the writer's context instead, every write is polled
+    /// (and its GRO flushed) on its own, before the next: nothing is coalesced. The thread
+    /// finds the frames a whole batch of netfront's writes queued, as a NIC's poll finds a
+    /// ring's worth of frames.
+    fn guest_napi_threaded(&mut self, dom: u16) -> Result<()> {
+        let i = usize::from(dom) - 1;
+        let ns = self
+            .testbed
+            .guests
+            .get(i)
+            .ok_or_else(|| anyhow!("no namespace for guest {i}"))?;
+        let pids = pvnet_testbed::topology::pin_napi_threads(ns, GUEST_IFNAME, self.cfg.cpu)
+            .with_context(|| format!("threaded NAPI on guest {i}'s TAP"))?;
+        self.guest_napi_pids.extend(pids);
+        Ok(())
+    }
+
     /// The driver domain's two own ports: the physical port and its stack's TAP.
     fn open_ports(&mut self) -> Result<()> {
         // The daemon's thread lives in the driver domain's namespace from here on.
@@ -502,9 +527,17 @@ impl Daemon {
         // Slots sized for the port's MTU: a longer frame would arrive truncated and be lost.
         let mtu = link::get_mtu(&self.testbed.dd_if)
             .with_context(|| format!("reading the MTU of {}", self.testbed.dd_if))?;
+        // With GRO on the port (port GRO) the kernel hands over coalesced frames of up to
+        // 64 KiB: the slots hold them, and GRO is capped at what a slot holds, so none is
+        // ever truncated (the testbed set `gro_max_size` from the same numbers).
+        let frame_size = if self.cfg.gro {
+            pvnet_pnic::gro_frame_size_for_mtu(mtu)
+        } else {
+            pvnet_pnic::frame_size_for_mtu(mtu)
+        };
         let pcfg = PnicConfig {
             frame_nr: check_ring_frames(self.cfg.ring_frames)?,
-            frame_size: pvnet_pnic::frame_size_for_mtu(mtu),
+            frame_size,
             ..PnicConfig::new(self.testbed.dd_if.clone())
         };
         let pnic = if self.cfg.port_frames {
@@ -608,12 +641,13 @@ impl Daemon {
             grant_frames: GRANT_FRAMES,
             device_path: dev,
             evtchn_port: VIF_PORT,
-            ifname: "eth0".into(),
+            ifname: GUEST_IFNAME.into(),
             ipv4: topology::guest_addr(i).to_string(),
             prefix: topology::SUBNET_PREFIX,
             gso: self.cfg.guest_gso,
             mtu: self.cfg.mtu,
             flip: flip_boot,
+            gro: self.cfg.guest_gro,
         };
         let (fe_notify, fe_wait) = front_end.into_fds();
         let mut fds = vec![mem.fd(), fe_notify.as_fd(), fe_wait.as_fd()];
@@ -780,6 +814,7 @@ impl Daemon {
                 .map(|i| topology::guest_addr(i).to_string())
                 .collect(),
             pnic_if: self.testbed.dd_if.clone(),
+            guest_napi_pids: self.guest_napi_pids.clone(),
             // The guests' own processes: PV guests' netfronts and HVM guests' vCPU processes
             // (an HVM guest's device model runs in the driver domain).
             guest_pids: (self.vifs.values())
@@ -1014,7 +1049,12 @@ impl Daemon {
                     let _ = ctl::send(sock, &ToGuest::Xs(reply), &[]);
                     self.process_store_events();
                 }
-                FromGuest::Ready => self.vifs.get_mut(&dom).expect("vif").ready = true,
+                FromGuest::Ready => {
+                    if self.cfg.guest_gro {
+                        self.guest_napi_threaded(dom)?;
+                    }
+                    self.vifs.get_mut(&dom).expect("vif").ready = true
+                }
                 FromGuest::Stats(s) => self.vifs.get_mut(&dom).expect("vif").front_stats = s,
                 FromGuest::Failed(e) => {
                     eprintln!("pvnet: guest {dom} failed: {e}");
@@ -1549,7 +1589,7 @@ impl Daemon {
     }
 
     pub fn stat_json(&mut self) -> serde_json::Value {
-        let (budget, mtu) = (self.cfg.budget, self.cfg.mtu);
+        let (budget, mtu, gro) = (self.cfg.budget, self.cfg.mtu, self.cfg.gro);
         let pnic = self.dp.phy_mut().map(|p| {
             let s = p.stats();
             json!({
@@ -1557,6 +1597,7 @@ impl Daemon {
                 "mtu": mtu,
                 "rx_frames": s.rx_frames, "rx_bytes": s.rx_bytes, "rx_truncated": s.rx_truncated,
                 "rx_bad": s.rx_bad, "rx_csum_not_ready": s.rx_csum_not_ready,
+                "rx_gso": s.rx_gso, "rx_max_frame": s.rx_max_frame, "gro": gro,
                 "rx_leased": s.rx_leased, "rx_lease_copies": s.rx_lease_copies,
                 "rx_leases_outstanding": s.rx_leases_outstanding,
                 "tx_frames": s.tx_frames, "tx_bytes": s.tx_bytes, "tx_would_block": s.tx_would_block,

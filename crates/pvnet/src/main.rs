@@ -59,10 +59,11 @@ enum Cmd {
         /// Frames per physical-port poll (NAPI budget), 1 to 512.
         #[arg(long, default_value_t = config::DEFAULT_BUDGET)]
         budget: usize,
-        /// Slots of the physical port's packet ring (256 to 65536; 1664 bytes each). Fewer slots
-        /// stay warmer in the cache, but the kernel drops what arrives while they are full.
-        #[arg(long, default_value_t = pvnet_pnic::DEFAULT_FRAME_NR)]
-        ring_frames: u32,
+        /// Slots of the physical port's packet ring (256 to 65536; 1664 bytes each, 64 KiB
+        /// with --port-gro). Fewer slots stay warmer in the cache, but the kernel drops what
+        /// arrives while they are full. Default 4096, or 1024 with --port-gro.
+        #[arg(long)]
+        ring_frames: Option<u32>,
         /// MTU of the wire, the physical port, the driver domain's stack and the guests'
         /// interfaces, 1280 to 65535 (a TAP takes at most 65521: the PV modes stop there).
         /// The packet ring's slots, and what netback accepts from a guest, follow it.
@@ -77,9 +78,16 @@ enum Cmd {
         /// CPU for the driver domain and guests (the receiving CPU); -1 = no pinning.
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         cpu: i64,
-        /// Leave GRO on on the physical port's veth end (off by default; `linux-gro` in bench).
+        /// GRO on the physical port's veth end (off by default), standing for a NIC's LRO: the
+        /// kernel coalesces TCP segments before the packet ring, whose slots then hold 64 KiB
+        /// frames, and each coalesced frame reaches the guest as one GSO packet (`port-gro` in
+        /// bench; `linux-gro` with --mode linux).
+        #[arg(long, alias = "gro")]
+        port_gro: bool,
+        /// Open each guest's TAP with IFF_NAPI, so the guest kernel's GRO coalesces the frames
+        /// netfront writes: GRO in the guest's virtual NIC (`guest-gro` in bench).
         #[arg(long)]
-        gro: bool,
+        guest_gro: bool,
         /// The CPU your traffic sender runs on: the remote host's input (ACKs) is steered
         /// there, so the sender's work is not charged to the receiving CPU.
         #[arg(long)]
@@ -473,7 +481,8 @@ fn run(cli: Cli) -> Result<()> {
             attach,
             foreground,
             cpu,
-            gro,
+            port_gro,
+            guest_gro,
             sender_cpu,
             switch,
             rules,
@@ -500,11 +509,18 @@ fn run(cli: Cli) -> Result<()> {
             if mode == Mode::Relay && !lro.guest_gso {
                 bail!("--guest-gso off needs --mode xen (a relayed guest's TAP takes GSO packets)");
             }
+            if guest_gro && mode != Mode::Xen {
+                bail!("--guest-gro needs --mode xen (the guests' TAPs are netfront's)");
+            }
             if mode != Mode::Xen && grant != pvnet_dd::netback::Mechanism::Copy {
                 bail!("--grant {grant} needs --mode xen (the only mode with grants)");
             }
             config::check_budget(budget)?;
-            config::check_ring_frames(ring_frames)?;
+            let ring_frames = config::check_ring_frames(ring_frames.unwrap_or(if port_gro {
+                pvnet_pnic::GRO_FRAME_NR
+            } else {
+                pvnet_pnic::DEFAULT_FRAME_NR
+            }))?;
             if rules.is_some() && switch != pvnet_dd::switch::Mode::BridgeNf {
                 bail!("--rules needs --switch bridge-nf");
             }
@@ -527,7 +543,8 @@ fn run(cli: Cli) -> Result<()> {
                 lro: settings,
                 bo: lro.bo,
                 guest_gso: lro.guest_gso,
-                gro,
+                gro: port_gro,
+                guest_gro,
                 ring_frames,
                 switch,
                 rules,
@@ -539,10 +556,10 @@ fn run(cli: Cli) -> Result<()> {
                 exit_cost_ns,
                 g2g,
             };
-            if cfg.port_frames && (gro || settings.is_some() || hvm > 0 || mode != Mode::Xen) {
+            if cfg.port_frames && (port_gro || settings.is_some() || hvm > 0 || mode != Mode::Xen) {
                 bail!(
                     "the frame port (--grant flip, --port-frames) takes wire-sized frames only: \
-                     no --gro, no --lro, no --hvm, --mode xen"
+                     no --port-gro, no --lro, no --hvm, --mode xen"
                 );
             }
             if mode == Mode::Linux && (settings.is_some() || lro.bo) {

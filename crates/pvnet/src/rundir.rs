@@ -23,6 +23,10 @@ pub struct RunInfo {
     pub pnic_if: String,
     /// Guest pids (spawned frontends), by guest index.
     pub guest_pids: Vec<i32>,
+    /// The kernel threads polling the guests' TAPs (`--guest-gro`: threaded NAPI), the guests'
+    /// receive path as much as their own processes.
+    #[serde(default)]
+    pub guest_napi_pids: Vec<i32>,
     /// Domains waiting for an external frontend: (domid, socket path).
     pub attach: Vec<(u16, String)>,
 }

@@ -288,6 +288,8 @@ fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
         "rr_tps",
         "cycles_per_byte.total",
         "cycles_per_byte.softirq",
+        "cycles_per_byte.port",
+        "cycles_per_byte.accounted",
         "rr_latency_us.p50",
         "rr_latency_us.p99",
         "retransmissions",
@@ -296,7 +298,7 @@ fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
         "cpu_busy_pct.tx",
     ];
     // The relay has a port but no domains to split the CPU time into.
-    let port_only = ["port_drops"];
+    let port_only = ["port_drops", "cycles_per_byte.daemon"];
     let pv_only = ["cycles_per_byte.driver", "cycles_per_byte.guest"];
     let lro_only = ["lro_rate", "flush_latency_us.p50", "flush_latency_us.p99"];
     for c in ["linux", "xen", "da", "relay"] {
@@ -343,18 +345,27 @@ fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
     }
     assert!(v["configs"]["da"]["lro_rate"].as_f64().unwrap() > 1.0);
     let x = &v["configs"]["xen"]["cycles_per_byte"];
-    let (t, d, g) = (
+    let (t, p, d, g) = (
         x["total"].as_f64().unwrap(),
+        x["port"].as_f64().unwrap(),
         x["driver"].as_f64().unwrap(),
         x["guest"].as_f64().unwrap(),
     );
     assert!(
-        d > 0.0 && g > 0.0 && (d + g - t).abs() < 1e-6 * t.max(1.0),
-        "split {d} + {g} != {t}"
+        d > 0.0 && g > 0.0 && (p + d + g - t).abs() < 1e-6 * t.max(1.0),
+        "split {p} + {d} + {g} != {t}"
     );
-    // The physical port's receive path runs in softirq on CPU 0 (RPS): part of the total.
+    // The physical port's receive path runs in softirq on CPU 0 (RPS): part of the total, and
+    // (GRO off: no NAPI threads) all of the port's share.
     let si = x["softirq"].as_f64().unwrap();
     assert!(si > 0.0 && si <= t, "softirq {si} of {t}");
+    assert!((p - si).abs() < 1e-9 * t.max(1.0), "port {p}, softirq {si}");
+    // The daemon's own time is part of the accounted total.
+    let (a, dm) = (
+        x["accounted"].as_f64().unwrap(),
+        x["daemon"].as_f64().unwrap(),
+    );
+    assert!(dm > 0.0 && dm < a, "daemon {dm} of {a}");
 
     // Every raw sample, warm-up marked; nothing of any of their testbeds is left.
     let samples = v["samples"].as_array().unwrap();

@@ -147,8 +147,29 @@ fn hostile_frontends_are_disconnected_alone_while_another_guest_streams() {
     if skip_unless_root("hostile_frontends_are_disconnected_alone_while_another_guest_streams") {
         return;
     }
+    hostile_frontends(&[]);
+}
+
+/// The same with GRO on the physical port: the good guest's stream arrives as 64 KiB GSO
+/// packets (netback's GSO extra slot) while the hostile domains break their rings.
+#[test]
+fn hostile_frontends_are_disconnected_alone_with_port_gro() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("hostile_frontends_are_disconnected_alone_with_port_gro") {
+        return;
+    }
+    let st = hostile_frontends(&["--port-gro"]);
+    assert!(u(&st["pnic"]["rx_gso"]) > 1000, "{}", st["pnic"]);
+    assert_eq!(u(&st["pnic"]["rx_truncated"]), 0, "{}", st["pnic"]);
+}
+
+/// Domain 1 streams while domains 2..=9 each break the protocol one way; returns the run's
+/// counters after.
+fn hostile_frontends(extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["--guests", "1", "--attach", "8"];
+    args.extend_from_slice(extra);
     // Domain 1 is a real guest; domains 2..=9 wait for hostile frontends.
-    let run = Run::up(&["--guests", "1", "--attach", "8"]);
+    let run = Run::up(&args);
     let mut srv = server(&run, "g0", "10.77.0.10");
     let bytes: u64 = 3 << 30;
     let r = &run;
@@ -285,6 +306,7 @@ fn hostile_frontends_are_disconnected_alone_while_another_guest_streams() {
         assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0));
     });
     let _ = srv.wait();
+    run.stat()
 }
 
 #[test]

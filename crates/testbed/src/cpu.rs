@@ -45,6 +45,36 @@ pub fn pin_pid(pid: i32, cpu: usize) -> Result<()> {
         .with_context(|| format!("pinning pid {pid} to cpu {cpu}"))
 }
 
+/// Real-time priority of the kernel threads that stand in for a NIC's softirq (threaded NAPI):
+/// Linux's own threaded interrupt handlers (`irq/N-NAME`) run `SCHED_FIFO` at 50.
+pub const NAPI_FIFO_PRIORITY: i32 = 50;
+
+/// Puts `pid` under `SCHED_FIFO` at `priority`.
+pub fn set_fifo(pid: i32, priority: i32) -> Result<()> {
+    if pid <= 0 {
+        bail!("invalid pid {pid}");
+    }
+    let p = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: p is a valid sched_param for the duration of the call.
+    if unsafe { libc::sched_setscheduler(pid, libc::SCHED_FIFO, &p) } < 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("SCHED_FIFO {priority} for pid {pid}"));
+    }
+    Ok(())
+}
+
+/// The scheduling policy of `pid` (`SCHED_OTHER`, `SCHED_FIFO`, ...).
+pub fn policy(pid: i32) -> Result<i32> {
+    // SAFETY: plain syscall on a pid.
+    let r = unsafe { libc::sched_getscheduler(pid) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error()).with_context(|| format!("policy of {pid}"));
+    }
+    Ok(r)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -176,6 +176,26 @@ pub fn set_mtu(name: &str, mtu: u32) -> Result<()> {
     }
 }
 
+/// Sets the largest packet GRO may build on the device (`IFLA_GRO_MAX_SIZE`, bytes from the
+/// network header on; GRO stops merging before a packet reaches it). Linux 5.19 and later.
+pub fn set_gro_max_size(name: &str, size: u32) -> Result<()> {
+    set_link(name, "set gro_max_size", |m| {
+        m.attributes.push(LinkAttribute::GroMaxSize(size))
+    })
+}
+
+/// The device's `IFLA_GRO_MAX_SIZE`.
+pub fn gro_max_size(name: &str) -> Result<u32> {
+    link_by_name(name)?
+        .attributes
+        .iter()
+        .find_map(|a| match a {
+            LinkAttribute::GroMaxSize(m) => Some(*m),
+            _ => None,
+        })
+        .ok_or_else(|| anyhow!("{name} reports no gro_max_size"))
+}
+
 /// The MTUs the device's driver accepts, `(IFLA_MIN_MTU, IFLA_MAX_MTU)`.
 pub fn mtu_range(name: &str) -> Result<(u32, u32)> {
     let l = link_by_name(name)?;

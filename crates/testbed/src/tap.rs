@@ -17,6 +17,9 @@ const TUNSETVNETHDRSZ: libc::c_ulong = 0x4004_54d8;
 const IFF_TAP: libc::c_short = 0x0002;
 const IFF_NO_PI: libc::c_short = 0x1000;
 const IFF_VNET_HDR: libc::c_short = 0x4000;
+/// `IFF_NAPI` (Linux 4.15): frames written into the TAP go through a NAPI instance of the
+/// device, so the kernel's GRO runs on them, as on a NIC's receive path.
+const IFF_NAPI: libc::c_short = 0x0010;
 
 /// Offload flags handed to TUNSETOFFLOAD.
 pub const TUN_F_CSUM: libc::c_uint = 0x01;
@@ -42,6 +45,7 @@ pub struct Tap {
     file: File,
     name: String,
     vnet_hdr: bool,
+    napi: bool,
 }
 
 impl Tap {
@@ -51,6 +55,13 @@ impl Tap {
     /// `vnet_hdr`; the vnet header size is set to 10. A name such as `tap%d` is completed by
     /// the kernel; [`Tap::name`] gives the result.
     pub fn open(name: &str, vnet_hdr: bool) -> Result<Tap> {
+        Tap::open_with(name, vnet_hdr, false)
+    }
+
+    /// [`Tap::open`], with `IFF_NAPI` when `napi`: what is written into the TAP then passes
+    /// the device's NAPI instance and its GRO (coalesced with what else that poll finds
+    /// queued). A kernel without `IFF_NAPI` refuses it (EINVAL from TUNSETIFF).
+    pub fn open_with(name: &str, vnet_hdr: bool, napi: bool) -> Result<Tap> {
         if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains('\0') {
             bail!("invalid interface name {name:?}");
         }
@@ -68,7 +79,10 @@ impl Tap {
         };
         let mut ifr = IfReqFlags {
             name: [0; libc::IFNAMSIZ],
-            flags: IFF_TAP | IFF_NO_PI | if vnet_hdr { IFF_VNET_HDR } else { 0 },
+            flags: IFF_TAP
+                | IFF_NO_PI
+                | if vnet_hdr { IFF_VNET_HDR } else { 0 }
+                | if napi { IFF_NAPI } else { 0 },
             _pad: [0; 22],
         };
         for (d, s) in ifr.name.iter_mut().zip(name.bytes()) {
@@ -103,6 +117,7 @@ impl Tap {
             file,
             name: actual,
             vnet_hdr,
+            napi,
         })
     }
 
@@ -114,6 +129,11 @@ impl Tap {
     /// Whether frames carry a `virtio_net_hdr` in front.
     pub fn vnet_hdr(&self) -> bool {
         self.vnet_hdr
+    }
+
+    /// Whether the TAP was opened with `IFF_NAPI`.
+    pub fn napi(&self) -> bool {
+        self.napi
     }
 
     /// The vnet header size the kernel uses (TUNGETVNETHDRSZ).

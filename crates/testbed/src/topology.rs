@@ -48,18 +48,26 @@ pub const DD_IF_SUFFIX: &str = "p";
 pub const WIRE_QDISC: &str = "pfifo_fast";
 
 /// Makes the NAPI instances of `ifname` (in `ns`) kernel threads and pins them to `cpu`
-/// (when given). Waits up to a second for the threads to appear.
-fn pin_napi_threads(ns: &Netns, ifname: &str, cpu: Option<usize>) -> Result<()> {
+/// (when given), under `SCHED_FIFO` ([`crate::cpu::NAPI_FIFO_PRIORITY`]): a NIC's NAPI runs in
+/// softirq, ahead of every task, and its thread must not wait behind them (on a loaded CPU a
+/// plain thread made TCP_RR 10–30 times slower). Waits up to a second for the threads to
+/// appear, and returns their pids. Threads of the same name that existed before (an interface
+/// of that name in another namespace: every guest's TAP is `eth0`) are left alone.
+pub fn pin_napi_threads(ns: &Netns, ifname: &str, cpu: Option<usize>) -> Result<Vec<i32>> {
+    let before = sys::napi_threads(ifname)?;
     sys::set_napi_threaded(ns, ifname)?;
-    let Some(cpu) = cpu else { return Ok(()) };
     let t0 = std::time::Instant::now();
     loop {
-        let pids = sys::napi_threads(ifname)?;
+        let mut pids = sys::napi_threads(ifname)?;
+        pids.retain(|p| !before.contains(p));
         if !pids.is_empty() {
-            for p in pids {
-                crate::cpu::pin_pid(p, cpu)?;
+            for &p in &pids {
+                if let Some(cpu) = cpu {
+                    crate::cpu::pin_pid(p, cpu)?;
+                }
+                crate::cpu::set_fifo(p, crate::cpu::NAPI_FIFO_PRIORITY)?;
             }
-            return Ok(());
+            return Ok(pids);
         }
         if t0.elapsed() > std::time::Duration::from_secs(1) {
             bail!("no napi/{ifname}-* kernel thread appeared after enabling threaded NAPI");
@@ -83,6 +91,10 @@ pub struct TestbedConfig {
     /// frames as they came off the wire, and `linux` is the LRO paper's native baseline (GRO off);
     /// on for `linux-gro`, today's native anchor.
     pub gro: bool,
+    /// With `gro`: the largest packet GRO may build on the driver domain's veth end
+    /// (`gro_max_size`; None leaves the kernel's default, 64 KiB). Port GRO caps it at what a
+    /// slot of the port's packet ring holds.
+    pub gro_max_size: Option<u32>,
     /// RPS on the remote host's veth end steers its input (the ACKs, and the new data its TCP
     /// sends in reply) to this CPU, the sender's: without it a veth runs the peer's input in
     /// the transmitting thread, and the sender's work is charged to the receiving CPU.
@@ -97,6 +109,7 @@ impl Default for TestbedConfig {
             mtu: 1500,
             rps_cpu: Some(0),
             gro: false,
+            gro_max_size: None,
             remote_rps_cpu: None,
         }
     }
@@ -214,9 +227,12 @@ impl Testbed {
                 link::set_up(&remote_if, true)
             })?
             .context("configuring the remote host's veth end")?;
-        let gro = cfg.gro;
+        let (gro, gro_max) = (cfg.gro, cfg.gro_max_size);
         dd.run(|| -> Result<()> {
             ethtool::set_feature(&dd_if, Feature::Gro, gro)?;
+            if let (true, Some(n)) = (gro, gro_max) {
+                link::set_gro_max_size(&dd_if, n)?;
+            }
             link::set_up(&dd_if, true)
         })?
         .context("configuring the driver domain's veth end")?;
@@ -229,6 +245,7 @@ impl Testbed {
             // it: the sender's. A receiving NIC's NAPI runs on the receiving machine, so the
             // instances become kernel threads pinned to the receiving CPU.
             pin_napi_threads(&dd, &dd_if, cfg.rps_cpu)
+                .map(drop)
                 .context("threaded NAPI on the driver domain's veth end")?;
         }
         if let Some(c) = cfg.remote_rps_cpu {

@@ -367,6 +367,7 @@ fn testbed_native_tcp() {
         mtu: 1500,
         rps_cpu: Some(0),
         gro: false,
+        gro_max_size: None,
         remote_rps_cpu: (pvnet_testbed::cpu::nr_cpus() > 1).then_some(1),
     };
     let names: Vec<String> = ["remote", "dd", "g0", "g1"]
@@ -487,18 +488,25 @@ fn testbed_gro_option_turns_gro_on_at_the_driver_domain_port() {
         mtu: 1500,
         rps_cpu: Some(0),
         gro: true,
+        gro_max_size: Some(65442),
         remote_rps_cpu: None,
     })
     .unwrap();
     let dif = tb.dd_if.clone();
-    let on = tb
+    let (on, max) = tb
         .dd
-        .run(move || ethtool::get_feature(&dif, Feature::Gro).unwrap())
+        .run(move || {
+            (
+                ethtool::get_feature(&dif, Feature::Gro).unwrap(),
+                pvnet_testbed::link::gro_max_size(&dif).unwrap(),
+            )
+        })
         .unwrap();
     assert!(
         on,
         "gro: true leaves GRO on on the driver domain's veth end"
     );
+    assert_eq!(max, 65442, "gro_max_size reached the kernel");
     // veth's NAPI runs in kernel threads pinned to the receiving CPU.
     let pids = sys::napi_threads(&tb.dd_if).unwrap();
     assert!(!pids.is_empty(), "no napi/{}-* thread", tb.dd_if);
@@ -508,6 +516,11 @@ fn testbed_gro_option_turns_gro_on_at_the_driver_domain_port() {
             .filter(|&c| set.is_set(c).unwrap())
             .collect();
         assert_eq!(cpus, [0], "napi thread {p} pinned to the receiving CPU");
+        assert_eq!(
+            pvnet_testbed::cpu::policy(*p).unwrap(),
+            libc::SCHED_FIFO,
+            "napi thread {p} runs ahead of tasks, as a softirq would"
+        );
     }
     let dd_if = tb.dd_if.clone();
     tb.teardown().unwrap();
@@ -544,6 +557,7 @@ fn testbed_rollback_and_cleanup_run() {
         mtu: 1500,
         rps_cpu: None,
         gro: false,
+        gro_max_size: None,
         remote_rps_cpu: None,
     })
     .unwrap_err();

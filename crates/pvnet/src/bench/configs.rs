@@ -42,7 +42,19 @@ pub const CONFIGS: [(&str, &str); 8] = [
 /// Named configurations outside the default set: the floor of this emulation, and the
 /// switching alternatives (`--configs linux,xen,relay,route,...`). Not in the default run,
 /// which must stay under 5 minutes.
-pub const EXTRA: [(&str, &str); 15] = [
+pub const EXTRA: [(&str, &str); 18] = [
+    (
+        "port-gro",
+        "the PV path with GRO at the physical port (standing for a NIC's LRO): 64 KiB coalesced frames through the ring, netback's GSO extra slot and netfront's TAP",
+    ),
+    (
+        "port-gro+adaptive",
+        "port GRO with pvnet's LRO (the self-tuning flush) on top, for what GRO did not merge",
+    ),
+    (
+        "guest-gro",
+        "the PV path with GRO in the guest's virtual NIC: the guest's TAP opened with IFF_NAPI",
+    ),
     (
         "hvm",
         "an HVM guest on the emulated NE2000: every port access an ioreq round trip to its device model (Zhang, Li and Guan's original path)",
@@ -277,6 +289,9 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         "da" => (Mode::Xen, lro("every:2")?, false, false),
         "timeout" => (Mode::Xen, lro("timeout:50")?, false, false),
         "adaptive" => (Mode::Xen, lro("adaptive")?, false, false),
+        "port-gro" => (Mode::Xen, None, false, true),
+        "port-gro+adaptive" => (Mode::Xen, lro("adaptive")?, false, true),
+        "guest-gro" => (Mode::Xen, None, false, false),
         "relay" => (Mode::Relay, None, false, false),
         // A TAP write takes a chain as it is: the floor does not linearize.
         "relay-adaptive" => (Mode::Relay, lro("adaptive")?, true, false),
@@ -311,6 +326,7 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         lro,
         bo,
         gro,
+        guest_gro: config == "guest-gro",
         grant,
         port_frames: matches!(config, "flip" | "copy-frames"),
         // The remote host's input (ACKs) runs on the sender's CPU: the sender's work is not
@@ -392,6 +408,17 @@ pub fn parse_exit_costs(s: &str) -> Result<Vec<u64>> {
     Ok(v)
 }
 
+/// Slots of the physical port's ring for `cfg`, the bench having been asked for `asked`
+/// (`--ring-frames`, which counts MTU slots): with port GRO the slots hold 64 KiB, and the
+/// ring has a quarter as many (1024 at the default 4096), at least the least `up` accepts.
+pub fn ring_frames_for(cfg: &DaemonConfig, asked: u32) -> u32 {
+    if cfg.gro && cfg.mode != Mode::Linux {
+        (asked / 4).max(crate::config::RING_FRAMES_MIN)
+    } else {
+        asked
+    }
+}
+
 /// Parses `--configs`: comma-separated, duplicates dropped, order kept.
 pub fn parse(s: &str) -> Result<Vec<String>> {
     let mut out = Vec::new();
@@ -468,6 +495,9 @@ pub fn set_request(config: &str) -> Result<SetRequest> {
     }
     if c.mode != Mode::Xen {
         bail!("{config} is not a PV configuration (the xen path, with or without aggregation): it cannot be switched to on a running testbed");
+    }
+    if c.gro || c.guest_gro {
+        bail!("{config} sets GRO on the physical port or in the guests' TAPs, fixed when the testbed is built: it cannot be switched to on a running testbed");
     }
     if c.hvm > 0 {
         bail!("{config} runs an HVM guest, which cannot be switched to on a running testbed");
@@ -556,6 +586,31 @@ mod tests {
         assert!(daemon_config("g2g-copy@tx").is_err());
         assert!(daemon_config("g2g-copy/g4").is_err());
         assert!(!all().iter().any(|c| is_g2g(c)));
+    }
+
+    #[test]
+    fn where_each_aggregation_configuration_aggregates() {
+        let c = |n| daemon_config(n).unwrap();
+        let pg = c("port-gro");
+        assert!(pg.gro && !pg.guest_gro && pg.lro.is_none() && pg.mode == Mode::Xen);
+        let pga = c("port-gro+adaptive");
+        assert!(pga.gro && pga.lro.map(|l| l.policy) == Some(lro::Policy::Adaptive));
+        let gg = c("guest-gro");
+        assert!(!gg.gro && gg.guest_gro && gg.lro.is_none() && gg.mode == Mode::Xen);
+        assert!(!c("xen").gro && !c("xen").guest_gro && !c("adaptive").guest_gro);
+        assert!(c("linux-gro").gro && c("linux-gro").mode == Mode::Linux);
+        assert_eq!(c("port-gro/g2").guests, 2);
+        for n in ["port-gro", "port-gro+adaptive", "guest-gro"] {
+            assert!(is_pv(n) && !all().iter().any(|a| a == n), "{n}");
+            let e = set_request(n).unwrap_err().to_string();
+            assert!(e.contains("cannot be switched to"), "{e}");
+        }
+        // Port GRO's ring: a quarter of the slots asked for (they are 64 KiB each).
+        assert_eq!(ring_frames_for(&pg, 4096), 1024);
+        assert_eq!(ring_frames_for(&pg, 256), 256);
+        assert_eq!(ring_frames_for(&c("xen"), 4096), 4096);
+        assert_eq!(ring_frames_for(&c("linux-gro"), 4096), 4096);
+        assert_eq!(ring_frames_for(&gg, 2048), 2048);
     }
 
     #[test]

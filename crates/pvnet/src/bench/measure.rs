@@ -94,12 +94,43 @@ pub struct Sample {
     /// Of it, softirq: the physical port's receive path (by RPS) in the PV configurations,
     /// the whole IP and TCP receive path natively.
     pub softirq_ns: u64,
+    /// The driver domain: the receiving CPU's busy time but the port's receive work
+    /// ([`Sample::cycles_per_byte_port`]) and the guests' share.
     pub driver_ns: u64,
     pub guest_ns: u64,
     pub cycles_per_byte_total: f64,
     /// None in the native configurations (no domains to split into).
     pub cycles_per_byte_driver: Option<f64>,
     pub cycles_per_byte_guest: Option<f64>,
+    /// CPU time of the kernel threads that polled the physical port (threaded NAPI: GRO on the
+    /// port, `linux-gro` and `port-gro`), and of those that polled the guests' TAPs
+    /// (`guest-gro`).
+    #[serde(default)]
+    pub port_napi_ns: u64,
+    #[serde(default)]
+    pub guest_napi_ns: u64,
+    /// The physical port's receive work per byte: the softirq ticks of the receiving CPU plus
+    /// the port's NAPI threads ([`Sample::port_napi_ns`]). Natively that is the whole receive
+    /// path but the receiver's copy; in the PV configurations the veth's receive, GRO where
+    /// on, the driver domain's stack's look at each frame and `tpacket_rcv`'s copy into the
+    /// ring. With threaded NAPI off the ticks are charged to the task the softirq interrupted
+    /// as well: what interrupted a guest is in `cycles_per_byte_guest` too, and the driver
+    /// domain's share (the remainder) is short by that much.
+    #[serde(default)]
+    pub cycles_per_byte_port: f64,
+    /// The daemon's own CPU time per byte (the driver domain's data path; in mode relay also
+    /// the guests' TAP writes), None natively. Unlike `cycles_per_byte_driver`, which is the
+    /// receiving CPU's remainder, it holds nothing of other work on a shared machine.
+    #[serde(default)]
+    pub cycles_per_byte_daemon: Option<f64>,
+    /// What the run's own parts spent per byte, each measured by itself: the port
+    /// ([`Sample::cycles_per_byte_port`]), the daemon, and the receiving side's processes
+    /// (netfronts, whose TAP writes run the guests' stacks, their TAPs' NAPI threads, and the
+    /// receivers; natively the receiver). The busy-time total also holds whatever else ran on
+    /// the receiving CPU; this one holds the softirq ticks that interrupted one of the parts
+    /// twice.
+    #[serde(default)]
+    pub cycles_per_byte_accounted: f64,
     /// Softirq share of `cycles_per_byte_total`. Without `CONFIG_IRQ_TIME_ACCOUNTING` (this
     /// machine's kernel) the kernel charges softirq time to the task it interrupted, so part
     /// of the physical port's softirq sits in the guest's share.
@@ -143,11 +174,12 @@ pub fn run_one(
     progress: &Progress,
 ) -> Result<Sample> {
     let t0 = Instant::now();
+    let base_cfg = configs::daemon_config(config)?;
     let cfg = DaemonConfig {
-        ring_frames: p.ring_frames,
+        ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
         budget: p.budget,
         mtu: p.mtu,
-        ..configs::daemon_config(config)?
+        ..base_cfg
     };
     let (mut s, info) = testbed::with_testbed(&cfg, config, progress, |info| {
         measure(
@@ -267,8 +299,14 @@ fn measure(
     if guests_receive {
         guest_pids.extend(servers.iter().map(Guard::pid));
     }
+    // The kernel threads of threaded NAPI: the port's (GRO on at the port), and the guests'
+    // TAPs' (`guest-gro`), which run the guests' receive path.
+    let port_napi = pvnet_testbed::sys::napi_threads(&info.pnic_if).unwrap_or_default();
+    let guest_napi = info.guest_napi_pids.clone();
     let mut all = guest_pids.clone();
     all.push(info.pid);
+    all.extend(&port_napi);
+    all.extend(&guest_napi);
     // HVM guests: their counters on the quiet testbed before the stream, and their device
     // models' CPU time sampled with the rest (the device models are the driver domain's).
     let hvm_before = match hvm_exit_cost {
@@ -384,22 +422,32 @@ fn measure(
     };
     s.cycles_per_byte_total = cpb(s.cpu_busy_ns);
     s.cycles_per_byte_softirq = cpb(s.softirq_ns);
-    if mode == Mode::Xen {
-        let pid_ns = |pid: i32| {
-            d.pid_ns
-                .iter()
-                .find(|(q, _)| *q == pid)
-                .map(|(_, n)| *n)
-                .unwrap_or(0)
-        };
-        // The guest: its netfront process (whose TAP writes run the guest kernel's receive
-        // path) and the receiver; the driver domain: the rest of the receiving CPU.
-        s.guest_ns = guest_pids
+    let pid_ns = |pid: i32| {
+        d.pid_ns
             .iter()
-            .map(|q| pid_ns(*q))
-            .sum::<u64>()
-            .min(d.busy_ns);
-        s.driver_ns = d.busy_ns - s.guest_ns;
+            .find(|(q, _)| *q == pid)
+            .map(|(_, n)| *n)
+            .unwrap_or(0)
+    };
+    s.port_napi_ns = port_napi.iter().map(|q| pid_ns(*q)).sum();
+    s.guest_napi_ns = guest_napi.iter().map(|q| pid_ns(*q)).sum();
+    let port_ns = (s.softirq_ns + s.port_napi_ns).min(d.busy_ns);
+    s.cycles_per_byte_port = cpb(port_ns);
+    let daemon_ns = if mode == Mode::Linux {
+        0
+    } else {
+        pid_ns(info.pid)
+    };
+    let receiving_ns = guest_pids.iter().map(|q| pid_ns(*q)).sum::<u64>() + s.guest_napi_ns;
+    s.cycles_per_byte_daemon = (mode != Mode::Linux).then(|| cpb(daemon_ns));
+    s.cycles_per_byte_accounted = cpb(port_ns + daemon_ns + receiving_ns);
+    if mode == Mode::Xen {
+        // The guest: its netfront process (whose TAP writes run the guest kernel's receive
+        // path), the threads polling its TAP (guest-gro) and the receiver; the driver domain:
+        // the rest of the receiving CPU but the port's receive work.
+        s.guest_ns = (guest_pids.iter().map(|q| pid_ns(*q)).sum::<u64>() + s.guest_napi_ns)
+            .min(d.busy_ns - port_ns);
+        s.driver_ns = d.busy_ns - port_ns - s.guest_ns;
         s.cycles_per_byte_driver = Some(cpb(s.driver_ns));
         s.cycles_per_byte_guest = Some(cpb(s.guest_ns));
     }

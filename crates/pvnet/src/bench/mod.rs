@@ -56,7 +56,8 @@ pub struct BenchArgs {
     /// Comma-separated configurations: linux, linux-gro, xen, lro, bo, da, timeout, adaptive,
     /// or a flush policy (e.g. timeout:100, every:4). Default: those eight (with --sweep:
     /// xen,adaptive as references). Only when named: relay and relay-adaptive, this
-    /// emulation's floor (packet ring and TAP without the Xen machinery).
+    /// emulation's floor (packet ring and TAP without the Xen machinery); port-gro,
+    /// port-gro+adaptive and guest-gro, GRO at the physical port or in the guest's TAP.
     #[arg(long)]
     pub configs: Option<String>,
     /// A short run: 1 repetition, 2 s streams, 1 s TCP_RR (about a minute for all eight).

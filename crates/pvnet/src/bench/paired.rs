@@ -151,11 +151,12 @@ pub fn run(
     let t0 = Instant::now();
     let set_base = configs::set_request(base)?;
     let set_other = configs::set_request(other)?;
+    let base_cfg = configs::daemon_config(base)?;
     let cfg = DaemonConfig {
-        ring_frames: p.ring_frames,
+        ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
         budget: p.budget,
         mtu: p.mtu,
-        ..configs::daemon_config(base)?
+        ..base_cfg
     };
     let (mut p, info) = testbed::with_testbed(&cfg, base, progress, |info| {
         rounds_on(

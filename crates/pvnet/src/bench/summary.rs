@@ -30,6 +30,27 @@ pub const METRICS: &[Metric] = &[
         decimals: 0,
     },
     Metric {
+        key: "cycles_per_byte.port",
+        label: "cycles/byte port (softirq + NAPI threads)",
+        get: |s| Some(s.cycles_per_byte_port),
+        ratios: true,
+        decimals: 2,
+    },
+    Metric {
+        key: "cycles_per_byte.daemon",
+        label: "cycles/byte daemon process",
+        get: |s| s.cycles_per_byte_daemon,
+        ratios: true,
+        decimals: 2,
+    },
+    Metric {
+        key: "cycles_per_byte.accounted",
+        label: "cycles/byte accounted (port + daemon + receiving side)",
+        get: |s| Some(s.cycles_per_byte_accounted),
+        ratios: true,
+        decimals: 2,
+    },
+    Metric {
         key: "cycles_per_byte.driver",
         label: "cycles/byte driver domain",
         get: |s| s.cycles_per_byte_driver,
