@@ -23,13 +23,15 @@ fn tcp_streams_into_and_out_of_guests_survive_two_driver_domain_restarts() {
         return;
     }
     let run = Run::up(&["--guests", "2"]);
-    let bytes = 1024 * MIB;
+    // Large enough that both streams are still under way at the second restart on a quiet
+    // host (a GiB can take under two seconds here).
+    let bytes = 4096 * MIB;
     let (into, out_of, reports) = std::thread::scope(|s| {
         let into = s.spawn(|| flow(&run, ("remote", "g0", "10.77.0.10"), 5301, bytes, 120));
         let out_of = s.spawn(|| flow(&run, ("g1", "remote", "10.77.0.1"), 5302, bytes, 120));
         let mut reports = Vec::new();
         for _ in 0..2 {
-            std::thread::sleep(std::time::Duration::from_millis(1500));
+            std::thread::sleep(std::time::Duration::from_millis(1000));
             // Both streams are under way when the driver domain goes.
             let live = (!into.is_finished(), !out_of.is_finished());
             reports.push((live, restart_dd(&run)));
@@ -83,7 +85,7 @@ fn a_restart_with_persistent_grants_and_aggregation_keeps_a_stream_intact() {
     let bytes = 2048 * MIB;
     let (into, r) = std::thread::scope(|s| {
         let into = s.spawn(|| flow(&run, ("remote", "g1", "10.77.0.11"), 5311, bytes, 120));
-        std::thread::sleep(std::time::Duration::from_millis(1500));
+        std::thread::sleep(std::time::Duration::from_millis(1000));
         let live = !into.is_finished();
         let r = restart_dd(&run);
         assert!(live, "the restart came after the stream ended");

@@ -328,7 +328,9 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         gro,
         guest_gro: config == "guest-gro",
         grant,
-        port_frames: matches!(config, "flip" | "copy-frames"),
+        // Flip needs the driver domain's machine frames (g2g-flip too); copy-frames is copy
+        // from the same frame port.
+        port_frames: matches!(config, "flip" | "copy-frames") || grant == Mechanism::Flip,
         // The remote host's input (ACKs) runs on the sender's CPU: the sender's work is not
         // charged to the receiving CPU.
         sender_cpu: Some(TX_CPU),
@@ -573,6 +575,8 @@ mod tests {
             assert_eq!((c.grant, c.guests, c.mode), (m, 2, Mode::Xen), "{name}");
             assert!(is_g2g(&name) && is_pv(&name));
             assert!(describe(&name).contains(m.name()), "{}", describe(&name));
+            // Flip runs on the driver domain's machine frames, guest to guest too.
+            assert_eq!(c.port_frames, m == Mechanism::Flip, "{name}");
         }
         assert!(!is_g2g("xen") && !is_g2g("xen@tx"));
         let two = daemon_config(G2G_TWO_COPIES).unwrap();
