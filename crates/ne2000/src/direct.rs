@@ -14,7 +14,7 @@ use crate::{Access, Card, Completion, RxAccepted, RxRefused, SharedRegs, Width};
 
 /// Which path guest accesses take. Named `original`, `seed` and `max` wherever a user or a
 /// file names it (`--hvm-path`, the daemon's configuration, `pvnet stat`): [`FromStr`] and
-/// [`Display`] are the one mapping, and serde writes and reads the same names.
+/// [`Display`](std::fmt::Display) are the one mapping, and serde writes and reads the same names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Path {
     /// Every access to the device model.

@@ -56,6 +56,9 @@ pub const DEFAULT_SIZES: &str = "64,128,256,512,1024,1280,1472,2048,4096,8192,16
 /// The default offered load: low enough that a 64 KiB datagram stream stays below saturation
 /// on a shared two-CPU machine.
 pub const DEFAULT_RATE: &str = "2kpps";
+/// The largest datagram `flip` carries: its frame (Ethernet, IPv4 and UDP headers) and the
+/// port's virtio-net header fit one page.
+pub const FLIP_MAX_SIZE: usize = 4096 - 12 - 14 - 28;
 /// The MTU of every link in the sweep: the most a TAP takes.
 pub const SWEEP_MTU: u32 = 65521;
 /// The largest UDP payload that is one frame at [`SWEEP_MTU`] (less 20 B of IPv4 and 8 B of
@@ -433,8 +436,18 @@ fn sweep_one(
     tsc_hz: u64,
     progress: &Progress,
 ) -> Result<Vec<Point>> {
+    // Flip runs on the driver domain's machine frames (the frame port), one page per packet:
+    // it carries only the sizes whose frame, with its virtio-net header, fits a page.
+    let sizes: Vec<usize> = match m {
+        Mechanism::Flip => (sizes.iter().copied())
+            .filter(|&s| s <= FLIP_MAX_SIZE)
+            .collect(),
+        _ => sizes.to_vec(),
+    };
+    let sizes = &sizes[..];
     let cfg = DaemonConfig {
         grant: m,
+        port_frames: m == Mechanism::Flip,
         mtu: SWEEP_MTU,
         guests: 1,
         cpu: Some(DD_CPU),

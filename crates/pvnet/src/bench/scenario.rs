@@ -7,7 +7,7 @@
 //! *legs* on one testbed, `quiet` and `loaded`, in alternating order (odd repetitions quiet
 //! first, even ones loaded first), so slow drift of the machine does not fall on one leg only:
 //!
-//! - **neighbour** (the workload of seed 000's reference [10]): guest 0 receives a stream
+//! - **neighbour** (the workload of seed 000's reference \[10\]): guest 0 receives a stream
 //!   (`--duration` s) and then serves TCP_RR (`--rr-duration` s). In the loaded leg guest 1 is
 //!   a CPU-hungry neighbour: `pvnet perf burn` runs in guest 1's namespace, pinned to the
 //!   receiving CPU, for the whole leg. Its CPU time is charged to guest 1 (with guest 1's
