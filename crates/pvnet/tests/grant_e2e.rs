@@ -252,9 +252,10 @@ fn pool_alone(mech: &str) {
     assert_eq!(u(&st["grant"]["copy_ops"]), 0, "{}", st["grant"]);
 }
 
-/// Both ways under a pool mechanism for two guests at once: g0 and g1 each receive a GiB
-/// from the remote host at the same time, then each send one.
-fn pool_with_a_second_guest(mech: &str) {
+/// Both ways under `mech` for two guests at once: g0 and g1 each receive a GiB from the
+/// remote host at the same time, then each send one; both vifs ran `mech` and carried them.
+/// Returns the run's stats.
+fn with_a_second_guest(mech: &str) -> serde_json::Value {
     let run = Run::up(&["--guests", "2", "--grant", mech]);
     let flows = |dirs: [(&str, &str, &str); 2]| {
         std::thread::scope(|s| {
@@ -279,11 +280,52 @@ fn pool_with_a_second_guest(mech: &str) {
     flows([("g0", "remote", "10.77.0.1"), ("g1", "remote", "10.77.0.1")]);
     let st = run.stat();
     for vif in 0..2 {
-        assert_pool_carried(&st, vif, mech);
-        let nb = &st["vifs"][vif]["netback"];
+        let v = &st["vifs"][vif];
+        assert_eq!(v["state"], "connected", "{v}");
+        let nb = &v["netback"];
+        assert_eq!(nb["grant_mechanism"], mech, "{nb}");
         assert!(u(&nb["rx_bytes"]) > GIB && u(&nb["tx_bytes"]) > GIB, "{nb}");
     }
+    st
+}
+
+/// [`with_a_second_guest`] under a pool mechanism: the pools carried it, mapped once each.
+fn pool_with_a_second_guest(mech: &str) {
+    let st = with_a_second_guest(mech);
+    for vif in 0..2 {
+        assert_pool_carried(&st, vif, mech);
+    }
     assert_eq!(u(&st["grant"]["maps"]), 2 * (2 + 512), "{}", st["grant"]);
+}
+
+#[test]
+fn one_gib_each_way_under_map_with_a_second_guest() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("one_gib_each_way_under_map_with_a_second_guest") {
+        return;
+    }
+    let st = with_a_second_guest("map");
+    // Every data page was mapped and unmapped per packet: no mapping is left.
+    for vif in 0..2 {
+        let nb = &st["vifs"][vif]["netback"];
+        assert!(u(&nb["grant_maps"]) > GIB / 65536, "{nb}");
+        assert_eq!(u(&nb["grant_maps"]), u(&nb["grant_unmaps"]), "{nb}");
+    }
+}
+
+#[test]
+fn one_gib_each_way_under_persistent_with_a_second_guest() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("one_gib_each_way_under_persistent_with_a_second_guest") {
+        return;
+    }
+    let st = with_a_second_guest("persistent");
+    for vif in 0..2 {
+        let nb = &st["vifs"][vif]["netback"];
+        let misses = u(&nb["persistent_misses"]);
+        assert!(misses > 0 && misses <= 512, "{nb}");
+        assert!(u(&nb["persistent_hits"]) > 100 * misses, "{nb}");
+    }
 }
 
 #[test]
