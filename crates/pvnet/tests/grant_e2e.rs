@@ -162,9 +162,9 @@ fn one_gib_each_way_under_flip() {
 }
 
 #[test]
-fn two_guests_receive_a_gib_each_at_once_under_flip() {
+fn two_guests_receive_then_send_a_gib_each_at_once_under_flip() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if skip_unless_root("two_guests_receive_a_gib_each_at_once_under_flip") {
+    if skip_unless_root("two_guests_receive_then_send_a_gib_each_at_once_under_flip") {
         return;
     }
     let run = Run::up(&["--guests", "2", "--grant", "flip"]);
@@ -181,11 +181,24 @@ fn two_guests_receive_a_gib_each_at_once_under_flip() {
             });
         }
     });
+    // Then both send a GiB at once (TX under flip is grant copy into driver-domain frames).
+    std::thread::scope(|s| {
+        for (i, g) in ["g0", "g1"].into_iter().enumerate() {
+            let run = &run;
+            s.spawn(move || {
+                let v = flow(run, (g, "remote", "10.77.0.1"), 5311 + i as u16, GIB, 900)
+                    .unwrap_or_else(|e| panic!("{g} -> remote: {e}"));
+                assert_intact(&v, GIB);
+            });
+        }
+    });
     std::thread::sleep(std::time::Duration::from_millis(1200));
     let st = run.stat();
     for v in st["vifs"].as_array().expect("vifs") {
         assert_eq!(v["state"], "connected", "{v}");
         assert!(u(&v["netback"]["rx_bytes"]) > GIB, "{v}");
+        assert!(u(&v["netback"]["tx_bytes"]) > GIB, "{v}");
+        assert!(u(&v["netback"]["rx_flips"]) > 0, "{v}");
     }
     assert_frames_conserved(&st, 2);
 }
