@@ -36,7 +36,7 @@ mod summary;
 mod testbed;
 
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
@@ -262,17 +262,8 @@ fn run_bench(args: BenchArgs) -> Result<()> {
     let plan = Plan::new(&args)?;
     preflight(&plan.configs, args.tool)?;
     interrupt::install()?;
-    let started_unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (started_utc, stamp) = machine::utc(started_unix);
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("bench-out").join(stamp));
-    std::fs::create_dir_all(&out)
-        .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    let (out, started) = output::out_dir(args.out.as_deref(), "bench-out", "")?;
+    let (started_utc, started_unix) = (started.utc, started.unix);
     let others = crate::rundir::list_runs();
     if !others.is_empty() {
         eprintln!(
@@ -334,16 +325,7 @@ fn run_scenario(sc: scenario::Scenario, args: &BenchArgs) -> Result<()> {
     }
     preflight(&configs, Tool::Builtin)?;
     interrupt::install()?;
-    let started = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("bench-out").join(machine::utc(started).1));
-    std::fs::create_dir_all(&out)
-        .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    let (out, _) = output::out_dir(args.out.as_deref(), "bench-out", "")?;
     let others = crate::rundir::list_runs();
     if !others.is_empty() {
         eprintln!(
@@ -379,23 +361,7 @@ fn record_plan(args: &BenchArgs) -> Result<(records::RecordPlan, measure::Params
     if args.guests != 1 {
         bail!("--sweep record-size runs one guest per configuration (no --guests)");
     }
-    let with_tx = |c: &String| {
-        let n = configs::Name::parse(c).expect("checked by configs::parse");
-        configs::Name {
-            dir: configs::Direction::Tx,
-            ..n
-        }
-        .with_base(n.base)
-    };
-    configs = match args.direction {
-        Directions::Rx => configs,
-        Directions::Tx => configs.iter().map(with_tx).collect(),
-        Directions::Both => {
-            let mut both = configs.clone();
-            both.extend(configs.iter().map(with_tx).filter(|t| !configs.contains(t)));
-            both
-        }
-    };
+    configs = with_directions(configs, args.direction);
     configs = expand_exit_costs(&configs, &configs::parse_exit_costs(&args.exit_cost_ns)?)?;
     if configs
         .iter()
@@ -446,17 +412,8 @@ fn run_record_sweep(args: &BenchArgs) -> Result<()> {
     let (plan, params) = record_plan(args)?;
     preflight(&plan.configs, Tool::Builtin)?;
     interrupt::install()?;
-    let started_unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (started_utc, stamp) = machine::utc(started_unix);
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("bench-out").join(stamp));
-    std::fs::create_dir_all(&out)
-        .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    let (out, started) = output::out_dir(args.out.as_deref(), "bench-out", "")?;
+    let (started_utc, started_unix) = (started.utc, started.unix);
     let t0 = Instant::now();
     let progress = Progress::new(vec![plan.planned_seconds(); plan.configs.len() * plan.reps]);
     let (mut points, mut errors) = (Vec::new(), Vec::new());
@@ -560,14 +517,30 @@ fn run_pktsize(args: &BenchArgs) -> Result<()> {
     pktsize::parse_rate(args.rate.as_deref().unwrap_or(pktsize::DEFAULT_RATE))?;
     preflight(&["xen".to_string()], Tool::Builtin)?;
     interrupt::install()?;
-    let started = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let out = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from("bench-out").join(format!("pktsize-{}", machine::utc(started).1))
-    });
+    let (out, _) = output::out_dir(args.out.as_deref(), "bench-out", "pktsize-")?;
     pktsize::run(args, &out)
+}
+
+/// `configs` as `--direction` asks: as named (`rx`), each streaming out of the guest (`tx`:
+/// `NAME@tx`), or both, the `@tx` ones after and none twice.
+fn with_directions(configs: Vec<String>, d: Directions) -> Vec<String> {
+    let with_tx = |c: &String| {
+        let n = configs::Name::parse(c).expect("checked by configs::parse");
+        configs::Name {
+            dir: configs::Direction::Tx,
+            ..n
+        }
+        .with_base(n.base)
+    };
+    match d {
+        Directions::Rx => configs,
+        Directions::Tx => configs.iter().map(with_tx).collect(),
+        Directions::Both => {
+            let mut both = configs.clone();
+            both.extend(configs.iter().map(with_tx).filter(|t| !configs.contains(t)));
+            both
+        }
+    }
 }
 
 /// What a bench will run, checked before anything starts.
@@ -629,23 +602,7 @@ impl Plan {
             }
             None => None,
         };
-        let with_tx = |c: &String| {
-            let n = configs::Name::parse(c).expect("checked by configs::parse");
-            configs::Name {
-                dir: configs::Direction::Tx,
-                ..n
-            }
-            .with_base(n.base)
-        };
-        configs = match args.direction {
-            Directions::Rx => configs,
-            Directions::Tx => configs.iter().map(with_tx).collect(),
-            Directions::Both => {
-                let mut both = configs.clone();
-                both.extend(configs.iter().map(with_tx).filter(|t| !configs.contains(t)));
-                both
-            }
-        };
+        configs = with_directions(configs, args.direction);
         configs = expand_exit_costs(&configs, &configs::parse_exit_costs(&args.exit_cost_ns)?)?;
         if args.msg_size == 0 {
             bail!("--msg-size must be at least 1");

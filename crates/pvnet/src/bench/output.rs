@@ -1,6 +1,7 @@
 //! What a finished run leaves on disk: results.json, report.md and the plots.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
@@ -10,6 +11,28 @@ use super::measure;
 use super::run::Run;
 use super::summary::{self, ConfigSummary};
 use super::{plot, report};
+
+/// When a run started: seconds since the epoch, and the same as UTC text.
+pub struct Started {
+    pub unix: u64,
+    pub utc: String,
+}
+
+/// A run's output directory, created now: `given` (`--out`), or `ROOT/PREFIX` followed by the
+/// UTC time of the start (`bench-out/20261124-175314`).
+pub fn out_dir(given: Option<&Path>, root: &str, prefix: &str) -> Result<(PathBuf, Started)> {
+    let unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (utc, stamp) = super::machine::utc(unix);
+    let out = given
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(root).join(format!("{prefix}{stamp}")));
+    std::fs::create_dir_all(&out)
+        .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    Ok((out, Started { unix, utc }))
+}
 
 /// results.json: the machine, the parameters, the summary of each configuration, the sweep,
 /// and every raw sample (warm-up included, marked).

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use pvnet_testbed::Netns;
@@ -172,30 +172,14 @@ pub fn run(args: SoakArgs) -> Result<()> {
         );
     }
     interrupt::install()?;
-    let started = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("soak-out").join(machine::utc(started).1));
-    std::fs::create_dir_all(&out)
-        .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    let (out, started) = super::output::out_dir(args.out.as_deref(), "soak-out", "")?;
     let progress = Progress::new(vec![args.duration.as_secs_f64()]);
     progress.step(&format!("soak, {name}"));
     let r = testbed::with_testbed(&cfg, &name, &progress, |info| soak(info, &args, &progress));
     progress.finish();
     let (samples, _) = r?;
     let verdict = judge(&samples);
-    write(
-        &out,
-        &args,
-        &name,
-        machine::utc(started).0,
-        &samples,
-        &verdict,
-    )?;
+    write(&out, &args, &name, started.utc, &samples, &verdict)?;
     eprintln!(
         "pvnet soak: wrote {0}/soak.csv, {0}/soak.svg, {0}/soak.md",
         out.display()
