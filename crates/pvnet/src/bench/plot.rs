@@ -15,6 +15,19 @@ use super::configs;
 use super::pktsize;
 use super::summary::ConfigSummary;
 
+/// Draws the series' legend of chart `$ch` at `$pos` in `$size`-point type, on a white box.
+macro_rules! legend {
+    ($ch:expr, $pos:expr, $size:expr) => {
+        $ch.configure_series_labels()
+            .position($pos)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .label_font((FONT, $size))
+            .draw()
+            .map_err(err)?
+    };
+}
+
 const NATIVE: RGBColor = RGBColor(0x88, 0x88, 0x88);
 const PV: RGBColor = RGBColor(0x3b, 0x6e, 0xa8);
 const DRIVER: RGBColor = RGBColor(0x3b, 0x6e, 0xa8);
@@ -201,13 +214,7 @@ pub fn cycles(path: &Path, cs: &[ConfigSummary], reps: usize) -> Result<()> {
             + Text::new(format!("{:.2}", t.median), (0, -4), label_style(12))])
             .map_err(err)?;
     }
-    ch.configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font((FONT, 13))
-        .draw()
-        .map_err(err)?;
+    legend!(ch, SeriesLabelPosition::UpperRight, 13);
     root.present().map_err(err)?;
     Ok(())
 }
@@ -281,13 +288,7 @@ fn sweep_panel(
         .label(r.name.clone())
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
     }
-    ch.configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font((FONT, 13))
-        .draw()
-        .map_err(err)?;
+    legend!(ch, SeriesLabelPosition::LowerRight, 13);
     Ok(())
 }
 
@@ -400,13 +401,7 @@ fn guests_panel(
             }
         }
     }
-    ch.configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font((FONT, 13))
-        .draw()
-        .map_err(err)?;
+    legend!(ch, SeriesLabelPosition::LowerLeft, 13);
     Ok(())
 }
 
@@ -552,13 +547,7 @@ fn size_panel(area: &DrawingArea<SVGBackend, Shift>, p: &Panel) -> Result<()> {
                 )
                 .map_err(err)?;
             }
-            ch.configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.9))
-                .border_style(BLACK)
-                .label_font((FONT, 13))
-                .draw()
-                .map_err(err)?;
+            legend!(ch, SeriesLabelPosition::UpperLeft, 13);
         }};
     }
     let mut b = ChartBuilder::on(area);
@@ -662,13 +651,7 @@ pub fn pktsize(path: &Path, r: &pktsize::Report) -> Result<()> {
                 }))
                 .map_err(err)?;
             }
-            ch.configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.9))
-                .border_style(BLACK)
-                .label_font((FONT, 12))
-                .draw()
-                .map_err(err)?;
+            legend!(ch, SeriesLabelPosition::UpperLeft, 12);
         }
     }
     root.present().map_err(err)?;
