@@ -538,6 +538,8 @@ impl Daemon {
         let pcfg = PnicConfig {
             frame_nr: check_ring_frames(self.cfg.ring_frames)?,
             frame_size,
+            v3: (self.cfg.port_ring == crate::config::PortRing::V3)
+                .then(pvnet_pnic::gro_v3_blocks),
             ..PnicConfig::new(self.testbed.dd_if.clone())
         };
         let pnic = if self.cfg.port_frames {
@@ -1602,6 +1604,11 @@ impl Daemon {
                 "rx_leases_outstanding": s.rx_leases_outstanding,
                 "tx_frames": s.tx_frames, "tx_bytes": s.tx_bytes, "tx_would_block": s.tx_would_block,
                 "tx_errors": s.tx_errors, "kernel_packets": s.tp_packets, "kernel_drops": s.tp_drops,
+                "ring": if p.blocks().is_some() { "v3" } else { "v2" },
+                "ring_blocks": p.blocks().map(|b| b.block_nr),
+                "ring_block_size": p.blocks().map(|b| b.block_size),
+                "rx_blocks": s.rx_blocks, "rx_bad_blocks": s.rx_bad_blocks,
+                "rx_blocks_held": s.rx_blocks_held, "kernel_ring_frozen": s.tp_ring_frozen,
             })
         });
         let vifs: Vec<serde_json::Value> = self
