@@ -538,8 +538,7 @@ impl Daemon {
         let pcfg = PnicConfig {
             frame_nr: check_ring_frames(self.cfg.ring_frames)?,
             frame_size,
-            v3: (self.cfg.port_ring == crate::config::PortRing::V3)
-                .then(pvnet_pnic::gro_v3_blocks),
+            v3: (self.cfg.port_ring == crate::config::PortRing::V3).then(pvnet_pnic::gro_v3_blocks),
             ..PnicConfig::new(self.testbed.dd_if.clone())
         };
         let pnic = if self.cfg.port_frames {
