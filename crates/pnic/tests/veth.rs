@@ -871,7 +871,9 @@ fn open_a_v3(bed: &Bed, blocks: u32) -> Pnic {
 #[test]
 fn v3_blocks_hold_64_kib_gso_frames_whole_and_leases_hold_their_block() {
     if !is_root() {
-        eprintln!("skipping v3_blocks_hold_64_kib_gso_frames_whole...: needs root (namespaces, veth)");
+        eprintln!(
+            "skipping v3_blocks_hold_64_kib_gso_frames_whole...: needs root (namespaces, veth)"
+        );
         return;
     }
     let bed = Bed::new();
@@ -911,17 +913,28 @@ fn v3_blocks_hold_64_kib_gso_frames_whole_and_leases_hold_their_block() {
         assert_eq!((vnet.csum_start, vnet.csum_offset), (34, 16));
     }
     assert_eq!(kept.len(), 1);
-    assert!(kept[0].is_leased() && *kept[0] == sent[0][..], "the lease reads the frame");
+    assert!(
+        kept[0].is_leased() && *kept[0] == sent[0][..],
+        "the lease reads the frame"
+    );
     let st = p.stats();
     assert_eq!((st.rx_truncated, st.rx_gso, st.rx_bad_blocks), (0, 2, 0));
     assert_eq!(st.rx_max_frame as usize, longest);
     assert!(st.rx_blocks >= 1, "{st:?}");
     // Both frames may share a block (the retire timer fired after the second) or not; the
     // lease holds the first one's until it lets go.
-    assert_eq!((st.rx_leases_outstanding, st.rx_blocks_held), (1, 1), "{st:?}");
+    assert_eq!(
+        (st.rx_leases_outstanding, st.rx_blocks_held),
+        (1, 1),
+        "{st:?}"
+    );
     drop(kept);
     let st = p.stats();
-    assert_eq!((st.rx_leases_outstanding, st.rx_blocks_held), (0, 0), "{st:?}");
+    assert_eq!(
+        (st.rx_leases_outstanding, st.rx_blocks_held),
+        (0, 0),
+        "{st:?}"
+    );
     assert!(!p.lease_in_the_way());
     // The ring goes on: many more frames than 4 blocks hold, all read.
     for seq in 10..40u32 {
@@ -930,5 +943,9 @@ fn v3_blocks_hold_64_kib_gso_frames_whole_and_leases_hold_their_block() {
         assert_eq!(got.len(), 1, "frame {seq}");
     }
     let st = p.stats();
-    assert_eq!((st.rx_bad_blocks, st.tp_drops, st.tp_ring_frozen), (0, 0, 0), "{st:?}");
+    assert_eq!(
+        (st.rx_bad_blocks, st.tp_drops, st.tp_ring_frozen),
+        (0, 0, 0),
+        "{st:?}"
+    );
 }

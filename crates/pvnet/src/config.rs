@@ -25,7 +25,7 @@ pub enum PortRing {
     /// TPACKET_V2: one slot per frame (64 KiB slots with port GRO); a lease holds its slot.
     #[default]
     V2,
-    /// TPACKET_V3: frames packed in 1 MiB blocks, retired when full or after 1 ms; a lease
+    /// TPACKET_V3: frames packed in 256 KiB blocks, retired when full or after 1 ms; a lease
     /// holds its whole block.
     V3,
 }

@@ -85,7 +85,7 @@ enum Cmd {
         #[arg(long, alias = "gro")]
         port_gro: bool,
         /// The physical port's packet ring: `v2` (a slot per frame) or `v3` (frames packed
-        /// in 1 MiB blocks retired when full or after 1 ms; a lease holds its whole block).
+        /// in 256 KiB blocks retired when full or after 1 ms; a lease holds its whole block).
         /// Meant for --port-gro (`port-gro-v3` in bench).
         #[arg(long, value_enum, default_value_t = config::PortRing::V2)]
         port_ring: config::PortRing,

@@ -49,7 +49,7 @@ pub const EXTRA: [(&str, &str); 19] = [
     ),
     (
         "port-gro-v3",
-        "port GRO with a TPACKET_V3 ring: frames packed in 1 MiB blocks, retired when full or after 1 ms",
+        "port GRO with a TPACKET_V3 ring: frames packed in 256 KiB blocks, retired when full or after 1 ms",
     ),
     (
         "port-gro+adaptive",
