@@ -1744,6 +1744,25 @@ impl Daemon {
     }
 }
 
+/// The V3 ring's blocks: [`pvnet_pnic::gro_v3_blocks`], or, for the block-size experiment of
+/// docs/port-gro.md, blocks of `PVNET_V3_BLOCK_KIB` KiB (a power of two, 128 to 4096) making
+/// up the same 64 MiB.
+fn v3_blocks() -> pvnet_pnic::BlockGeometry {
+    let b = pvnet_pnic::gro_v3_blocks();
+    let total = b.block_size * b.block_nr;
+    match std::env::var("PVNET_V3_BLOCK_KIB")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        Some(k) if (128..=4096).contains(&k) && k.is_power_of_two() => pvnet_pnic::BlockGeometry {
+            block_size: k * 1024,
+            block_nr: total / (k * 1024),
+            ..b
+        },
+        _ => b,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1777,24 +1796,5 @@ mod tests {
         for w in [0, 1, 13 << 32, (1 << 32) | 5, (5 << 32) | 65536, u64::MAX] {
             assert_eq!(Token::from_u64(w), None, "{w:#x}");
         }
-    }
-}
-
-/// The V3 ring's blocks: [`pvnet_pnic::gro_v3_blocks`], or, for the block-size experiment of
-/// docs/port-gro.md, blocks of `PVNET_V3_BLOCK_KIB` KiB (a power of two, 128 to 4096) making
-/// up the same 64 MiB.
-fn v3_blocks() -> pvnet_pnic::BlockGeometry {
-    let b = pvnet_pnic::gro_v3_blocks();
-    let total = b.block_size * b.block_nr;
-    match std::env::var("PVNET_V3_BLOCK_KIB")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-    {
-        Some(k) if (128..=4096).contains(&k) && k.is_power_of_two() => pvnet_pnic::BlockGeometry {
-            block_size: k * 1024,
-            block_nr: total / (k * 1024),
-            ..b
-        },
-        _ => b,
     }
 }
