@@ -20,6 +20,10 @@
 //! oldest held block is the one that can stall the ring: [`Ring3::oldest_hold_age`] tells how
 //! near the kernel is to it, and the port caps how many blocks leases may hold (half the ring).
 //!
+//! Latency. A block that is not full reaches user space only when its retire timer fires
+//! (milliseconds, 1 at least): a lone frame, such as a request of a request/response exchange,
+//! waits that long (docs/port-gro.md, "TPACKET_V3 in the data path").
+//!
 //! Untrusted layout. Every block is walked once when the consumer opens it: `num_pkts`,
 //! `offset_to_first_pkt`, and each frame's `tp_next_offset`, `tp_mac`, `tp_net`,
 //! `tp_snaplen` and `tp_len` are checked against the block's bounds ([`walk_block`]) and the
@@ -467,7 +471,8 @@ impl Ring3 {
     /// Hands the next frame to `f` (as [`crate::ring::Ring::consume`] does for a slot); the
     /// block goes back to the kernel when the consumer has passed its last frame and no lease
     /// holds it. `None` when no frame waits. Passes at most a ring's worth of malformed or
-    /// empty blocks per call.
+    /// empty blocks per call. Should `f` panic after the block's last frame, the consumer's
+    /// hold is dropped at the next call (the frame counts as handed over).
     pub fn consume<R>(&mut self, f: impl FnOnce(Slot<'_>) -> R) -> Option<R> {
         let mut passed = 0;
         while !self.open || self.next >= self.pkts.len() {
