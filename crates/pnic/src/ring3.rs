@@ -791,6 +791,22 @@ mod tests {
     }
 
     #[test]
+    fn a_consumer_that_panics_on_a_blocks_last_frame_lets_go_at_the_next_call() {
+        let mut b0 = build(4096, &[100]);
+        hand_to_user(&mut b0);
+        let b1 = build(4096, &[]);
+        let mut r = ring_of(&[b0, b1], 4096);
+        let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            r.consume(|_| panic!("consumer fails"))
+        }));
+        assert!(p.is_err());
+        assert_eq!(status_of(&r, 0), libc::TP_STATUS_USER | HELD, "still held");
+        assert!(r.consume(|_| ()).is_none(), "block 1 is the kernel's");
+        assert_eq!(status_of(&r, 0), libc::TP_STATUS_KERNEL);
+        assert_eq!((r.leases(), r.blocks_held()), (0, 0));
+    }
+
+    #[test]
     fn a_bad_block_is_counted_given_back_and_passed() {
         let mut b0 = build(4096, &[100, 200]);
         let h0 = hdr_at(&b0, 0);
