@@ -14,6 +14,8 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+use crate::ring3::BlockHolds;
+
 /// The status word of a leased slot: neither `TP_STATUS_KERNEL` (0) nor `TP_STATUS_USER`.
 pub(crate) const LEASED: u32 = 1 << 31;
 
@@ -62,10 +64,45 @@ pub struct SlotBuf {
     status: NonNull<AtomicU32>,
     data: NonNull<u8>,
     len: usize,
-    leases: Arc<AtomicU32>,
+    hold: Hold,
+}
+
+/// What a lease counts itself in.
+enum Hold {
+    /// TPACKET_V2: the ring's lease count; the slot goes back when the lease does.
+    Slot(Arc<AtomicU32>),
+    /// TPACKET_V3: the block's hold counts and index; the block goes back to the kernel when
+    /// the last hold on it lets go, not when this lease does.
+    Block(Arc<BlockHolds>, u32),
 }
 
 impl SlotBuf {
+    /// A lease on a frame of block `b` of a TPACKET_V3 ring: the hold on the block is already
+    /// counted (`holds.add_lease(b)`); the block's status word at `status` is written only by
+    /// whoever lets go of the last hold.
+    ///
+    /// # Safety
+    /// The frame `data..data + len` must lie in block `b` of `map`, which must be user space's
+    /// and held (hold count including this lease); no other reference to the frame may exist
+    /// or be created until this SlotBuf is dropped. `status` must be the block's aligned status
+    /// word, outside every frame.
+    pub(crate) unsafe fn lease_in_block(
+        map: Arc<Mapping>,
+        status: NonNull<AtomicU32>,
+        data: NonNull<u8>,
+        len: usize,
+        holds: Arc<BlockHolds>,
+        b: u32,
+    ) -> SlotBuf {
+        SlotBuf {
+            _map: map,
+            status,
+            data,
+            len,
+            hold: Hold::Block(holds, b),
+        }
+    }
+
     /// A lease on the slot whose status word is at `status` and whose frame is the `len`
     /// bytes at `data`; marks the slot [`LEASED`] and counts it in `leases`.
     ///
@@ -90,7 +127,7 @@ impl SlotBuf {
             status,
             data,
             len,
-            leases,
+            hold: Hold::Slot(leases),
         }
     }
 }
@@ -118,11 +155,23 @@ impl DerefMut for SlotBuf {
 
 impl Drop for SlotBuf {
     fn drop(&mut self) {
+        let leases = match &self.hold {
+            Hold::Block(holds, b) => {
+                if holds.drop_lease(*b) {
+                    // SAFETY: as below, for the block's status word. The hold count's AcqRel
+                    // orders every other holder's use of the block before this store.
+                    unsafe { self.status.as_ref() }
+                        .store(libc::TP_STATUS_KERNEL, Ordering::Release);
+                }
+                return;
+            }
+            Hold::Slot(l) => l,
+        };
         // SAFETY: the status word lies in the mapping `_map` keeps alive and is only accessed
         // atomically. Release: our reads and writes of the frame happen before the kernel may
         // write the slot again.
         unsafe { self.status.as_ref() }.store(libc::TP_STATUS_KERNEL, Ordering::Release);
-        self.leases.fetch_sub(1, Ordering::Relaxed);
+        leases.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -14,6 +14,7 @@
 
 mod buf;
 mod ring;
+mod ring3;
 
 use std::cell::Cell;
 use std::ffi::CString;
@@ -28,6 +29,8 @@ pub use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
 pub use buf::fixture_lease;
 pub use buf::{Buf, FrameSource, LentBuf, FRAME_LEN};
 use ring::{Geometry, Lease, Ring, Slot};
+pub use ring3::BlockGeometry;
+use ring3::Ring3;
 
 /// Default ring slot size: an MTU 1500 frame with a VLAN tag (1518 bytes) after the kernel's
 /// 76 bytes of `tpacket2_hdr`, `sockaddr_ll` and vnet header, with room to spare; 32 slots fill
@@ -79,6 +82,28 @@ pub fn gro_max_size_for(frame_size: u32) -> u32 {
     max_frame_in(frame_size).saturating_sub(14)
 }
 
+/// TPACKET_V3 block size for port GRO: 256 KiB hold 4 of the largest coalesced frames
+/// (65,226 bytes plus 78 of headers each). The kernel hands a block over when the next frame
+/// does not fit or when the retire timer fires; at the rates measured here (2–3 Gbit/s, frames
+/// of 52 KB on average) a 256 KiB block fills in under the timer's 1 ms, a 1 MiB one does not,
+/// and every frame then waits for the timer: 1 MiB blocks halved a stream's throughput
+/// (docs/port-gro.md, "TPACKET_V3"). One slow lease pins 1/256 of the ring.
+pub const V3_BLOCK_SIZE: u32 = 256 << 10;
+/// TPACKET_V3 blocks: 64 MiB in all, the bytes of the V2 port-GRO ring.
+pub const V3_BLOCK_NR: u32 = 256;
+/// TPACKET_V3 retire timeout in ms: the kernel's shortest. A block that is not full (a lone
+/// request of a request/response exchange) reaches user space only when it fires.
+pub const V3_RETIRE_MS: u32 = 1;
+
+/// The V3 ring of a port with GRO on.
+pub fn gro_v3_blocks() -> BlockGeometry {
+    BlockGeometry {
+        block_size: V3_BLOCK_SIZE,
+        block_nr: V3_BLOCK_NR,
+        retire_ms: V3_RETIRE_MS,
+    }
+}
+
 /// Most pieces one frame may be given as (the kernel's `UIO_MAXIOV`, minus the vnet header).
 pub const MAX_PIECES: usize = 1023;
 
@@ -92,6 +117,9 @@ pub struct PnicConfig {
     pub frame_size: u32,
     /// Ring slots; rounded up so that whole pages are used (see [`Pnic::frame_nr`]).
     pub frame_nr: u32,
+    /// A TPACKET_V3 ring of these blocks instead of V2 slots (`frame_size` is then the
+    /// longest frame the port must take whole, `frame_nr` unused).
+    pub v3: Option<BlockGeometry>,
 }
 
 impl Default for PnicConfig {
@@ -100,6 +128,7 @@ impl Default for PnicConfig {
             ifname: String::new(),
             frame_size: DEFAULT_FRAME_SIZE,
             frame_nr: DEFAULT_FRAME_NR,
+            v3: None,
         }
     }
 }
@@ -210,6 +239,15 @@ pub struct PnicStats {
     pub tp_packets: u64,
     /// Kernel: frames dropped because the ring was full.
     pub tp_drops: u64,
+    /// V3: blocks walked.
+    pub rx_blocks: u64,
+    /// V3: blocks skipped because a field of their layout failed validation.
+    pub rx_bad_blocks: u64,
+    /// V3: blocks the consumer has left that leases still hold, now.
+    pub rx_blocks_held: u32,
+    /// V3, kernel: times the kernel found its next block still held and stopped the ring
+    /// (`tp_freeze_q_cnt`; frames arriving meanwhile are in `tp_drops`).
+    pub tp_ring_frozen: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -249,7 +287,7 @@ impl PnicError {
 
 /// The physical NIC: receive ring + transmit socket.
 pub struct Pnic {
-    ring: Ring,
+    ring: Rx,
     rx: OwnedFd,
     tx: OwnedFd,
     ifname: String,
@@ -263,8 +301,38 @@ pub struct Pnic {
     tx_errors: Cell<u64>,
     tp_packets: u64,
     tp_drops: u64,
+    tp_frozen: u64,
     /// Frame mode ([`Pnic::open_frames`]): the socket and the buffers it receives into.
     frx: Option<FrameRx>,
+}
+
+/// The receive ring: V2 slots or V3 blocks.
+enum Rx {
+    V2(Ring),
+    V3(Ring3),
+}
+
+impl Rx {
+    fn leases(&self) -> u32 {
+        match self {
+            Rx::V2(r) => r.leases(),
+            Rx::V3(r) => r.leases(),
+        }
+    }
+
+    fn head_ready(&self) -> bool {
+        match self {
+            Rx::V2(r) => r.head_ready(),
+            Rx::V3(r) => r.head_ready(),
+        }
+    }
+
+    fn consume<R>(&mut self, f: impl FnOnce(Slot<'_>) -> R) -> Option<R> {
+        match self {
+            Rx::V2(r) => r.consume(f),
+            Rx::V3(r) => r.consume(f),
+        }
+    }
 }
 
 /// The receive side of frame mode: a ring-less packet socket read with `recvmmsg` straight
@@ -295,7 +363,8 @@ impl std::fmt::Debug for Pnic {
         f.debug_struct("Pnic")
             .field("ifname", &self.ifname)
             .field("ifindex", &self.ifindex)
-            .field("geometry", &self.ring.geometry())
+            .field("frame_nr", &self.frame_nr())
+            .field("frame_size", &self.frame_size())
             .finish_non_exhaustive()
     }
 }
@@ -419,6 +488,10 @@ impl Pnic {
     pub fn open(cfg: &PnicConfig) -> Result<Pnic, PnicError> {
         let geo = Geometry::new(cfg.frame_size, cfg.frame_nr, page_size())
             .map_err(PnicError::InvalidConfig)?;
+        if let Some(b) = &cfg.v3 {
+            b.check(page_size(), max_frame_in(cfg.frame_size))
+                .map_err(PnicError::InvalidConfig)?;
+        }
         if cfg.ifname.is_empty() || cfg.ifname.len() >= libc::IFNAMSIZ {
             return Err(PnicError::NoSuchInterface(cfg.ifname.clone()));
         }
@@ -446,11 +519,33 @@ impl Pnic {
             &one,
             "PACKET_VNET_HDR (rx)",
         )?;
-        let version = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
-        setsockopt(rx.as_fd(), libc::PACKET_VERSION, &version, "PACKET_VERSION")?;
-        let req = geo.as_req();
-        setsockopt(rx.as_fd(), libc::PACKET_RX_RING, &req, "PACKET_RX_RING")?;
-        let ring = Ring::map(rx.as_fd(), geo).map_err(|e| PnicError::io("mmap(rx ring)", e))?;
+        let (ring, lease_cap) = match cfg.v3 {
+            None => {
+                let version = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
+                setsockopt(rx.as_fd(), libc::PACKET_VERSION, &version, "PACKET_VERSION")?;
+                let req = geo.as_req();
+                setsockopt(rx.as_fd(), libc::PACKET_RX_RING, &req, "PACKET_RX_RING")?;
+                let ring =
+                    Ring::map(rx.as_fd(), geo).map_err(|e| PnicError::io("mmap(rx ring)", e))?;
+                // Half the slots may be leased.
+                (Rx::V2(ring), geo.frame_nr / 2)
+            }
+            Some(b) => {
+                let version = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+                setsockopt(rx.as_fd(), libc::PACKET_VERSION, &version, "PACKET_VERSION")?;
+                let req = b.as_req();
+                setsockopt(
+                    rx.as_fd(),
+                    libc::PACKET_RX_RING,
+                    &req,
+                    "PACKET_RX_RING (v3)",
+                )?;
+                let ring =
+                    Ring3::map(rx.as_fd(), b).map_err(|e| PnicError::io("mmap(rx ring)", e))?;
+                // Half the blocks may be held by leases once the consumer has left them.
+                (Rx::V3(ring), b.block_nr / 2)
+            }
+        };
         // SAFETY: packet_mreq is plain data; all-zero is a valid value.
         let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
         mreq.mr_ifindex = ifindex as i32;
@@ -494,13 +589,14 @@ impl Pnic {
             ifindex,
             rx_stats: RxCounters::default(),
             lease_counts: LeaseCounts::default(),
-            lease_cap: geo.frame_nr / 2,
+            lease_cap,
             tx_frames: Cell::new(0),
             tx_bytes: Cell::new(0),
             tx_would_block: Cell::new(0),
             tx_errors: Cell::new(0),
             tp_packets: 0,
             tp_drops: 0,
+            tp_frozen: 0,
             frx: None,
         })
     }
@@ -701,12 +797,28 @@ impl Pnic {
     }
 
     /// Ring slots actually set up (the requested count rounded up to whole blocks).
+    /// V3: the kernel's frame count (its `tp_frame_nr`, 2 KiB a frame).
     pub fn frame_nr(&self) -> u32 {
-        self.ring.geometry().frame_nr
+        match &self.ring {
+            Rx::V2(r) => r.geometry().frame_nr,
+            Rx::V3(r) => r.geometry().as_req().tp_frame_nr,
+        }
     }
 
+    /// Bytes per slot; V3: the longest frame a block takes whole.
     pub fn frame_size(&self) -> u32 {
-        self.ring.geometry().frame_size
+        match &self.ring {
+            Rx::V2(r) => r.geometry().frame_size,
+            Rx::V3(r) => r.geometry().max_frame(),
+        }
+    }
+
+    /// The V3 ring's blocks, `None` for a V2 ring.
+    pub fn blocks(&self) -> Option<BlockGeometry> {
+        match &self.ring {
+            Rx::V2(_) => None,
+            Rx::V3(r) => Some(r.geometry()),
+        }
     }
 
     /// Whether a received frame is waiting in the ring (user space's view: no system call).
@@ -745,7 +857,10 @@ impl Pnic {
             // Frame mode: the port stops when it has no buffer left to receive into.
             return f.src.free() < FRAME_BATCH;
         }
-        self.ring.leases() > 0 && self.ring.lease_in_the_way()
+        match &self.ring {
+            Rx::V2(r) => r.leases() > 0 && r.lease_in_the_way(),
+            Rx::V3(r) => r.hold_in_the_way(),
+        }
     }
 
     /// Whether the oldest lease still out was taken more than three quarters of the ring ago
@@ -756,8 +871,16 @@ impl Pnic {
         if let Some(f) = &self.frx {
             return f.src.free() < f.src.total() / 4;
         }
-        let n = self.ring.geometry().frame_nr;
-        self.ring.oldest_lease_age() > n - n / LEASE_HORIZON
+        match &mut self.ring {
+            Rx::V2(r) => {
+                let n = r.geometry().frame_nr;
+                r.oldest_lease_age() > n - n / LEASE_HORIZON
+            }
+            Rx::V3(r) => {
+                let n = r.geometry().block_nr;
+                r.oldest_hold_age() > n - n / LEASE_HORIZON
+            }
+        }
     }
 
     /// One NAPI poll: hands at most `budget` frames to `f`, releasing each slot back to the
@@ -767,7 +890,7 @@ impl Pnic {
     /// (at most one ring's worth per call).
     pub fn poll(&mut self, budget: usize, mut f: impl FnMut(RxFrame<'_>)) -> usize {
         let mut handed = 0;
-        let mut bad_left = self.ring.geometry().frame_nr as usize;
+        let mut bad_left = self.frame_nr() as usize;
         let st = &mut self.rx_stats;
         let (counts, lease_cap) = (&self.lease_counts, self.lease_cap);
         while handed < budget {
@@ -934,9 +1057,10 @@ impl Pnic {
     /// Counters, including the kernel's `PACKET_STATISTICS` (read, reset in the kernel, and
     /// accumulated here).
     pub fn stats(&mut self) -> PnicStats {
-        // SAFETY: tpacket_stats is plain data; all-zero is a valid value.
-        let mut ks: libc::tpacket_stats = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: tpacket_stats_v3 is plain data; all-zero is a valid value. A V2 socket
+        // fills its first two fields (tpacket_stats), a V3 one all three.
+        let mut ks: libc::tpacket_stats_v3 = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
         // In frame mode the kernel's counts are the frame socket's.
         let fd = self
             .frx
@@ -948,14 +1072,21 @@ impl Pnic {
                 fd,
                 libc::SOL_PACKET,
                 libc::PACKET_STATISTICS,
-                (&mut ks as *mut libc::tpacket_stats).cast(),
+                (&mut ks as *mut libc::tpacket_stats_v3).cast(),
                 &mut len,
             )
         };
         if r == 0 {
             self.tp_packets += u64::from(ks.tp_packets);
             self.tp_drops += u64::from(ks.tp_drops);
+            if len as usize >= std::mem::size_of::<libc::tpacket_stats_v3>() {
+                self.tp_frozen += u64::from(ks.tp_freeze_q_cnt);
+            }
         }
+        let (blocks, bad_blocks, held) = match &self.ring {
+            Rx::V2(_) => (0, 0, 0),
+            Rx::V3(r) => (r.blocks, r.bad_blocks, r.blocks_held()),
+        };
         let s = &self.rx_stats;
         PnicStats {
             rx_frames: s.frames,
@@ -974,6 +1105,10 @@ impl Pnic {
             tx_errors: self.tx_errors.get(),
             tp_packets: self.tp_packets,
             tp_drops: self.tp_drops,
+            rx_blocks: blocks,
+            rx_bad_blocks: bad_blocks,
+            rx_blocks_held: held,
+            tp_ring_frozen: self.tp_frozen,
         }
     }
 }

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use crate::buf::{Mapping, SlotBuf};
+use crate::ring3::BlockHolds;
 
 use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
 
@@ -170,7 +171,36 @@ pub(crate) struct Lease<'a> {
     len: usize,
     leases: &'a Arc<AtomicU32>,
     taken: &'a Cell<bool>,
+    /// TPACKET_V3: the hold counts and the block the frame lies in (`status` is then the
+    /// block's status word).
+    block: Option<(&'a Arc<BlockHolds>, u32)>,
 }
+
+impl<'a> Lease<'a> {
+    /// A frame in block `block.1` of a V3 ring, which the consumer holds (see
+    /// [`crate::ring3`]).
+    pub(crate) fn in_block(
+        map: &'a Arc<Mapping>,
+        status: NonNull<AtomicU32>,
+        data: NonNull<u8>,
+        len: usize,
+        block: (&'a Arc<BlockHolds>, u32),
+        taken: &'a Cell<bool>,
+    ) -> Lease<'a> {
+        Lease {
+            map,
+            status,
+            data,
+            len,
+            leases: NO_LEASES.get_or_init(|| Arc::new(AtomicU32::new(0))),
+            taken,
+            block: Some(block),
+        }
+    }
+}
+
+/// The V2 lease count a V3 lease does not use.
+static NO_LEASES: std::sync::OnceLock<Arc<AtomicU32>> = std::sync::OnceLock::new();
 
 impl Lease<'_> {
     pub fn bytes(&self) -> &[u8] {
@@ -180,14 +210,35 @@ impl Lease<'_> {
         unsafe { std::slice::from_raw_parts(self.data.as_ptr(), self.len) }
     }
 
-    /// Leases are out for this many slots.
+    /// Leases hold this many slots (V2), or this many blocks the consumer has left (V3).
     pub fn outstanding(&self) -> u32 {
-        self.leases.load(Ordering::Relaxed)
+        match self.block {
+            Some((h, _)) => h.held(),
+            None => self.leases.load(Ordering::Relaxed),
+        }
     }
 
     /// Keeps the slot out of the kernel's hands after the consumer returns: its bytes stay
     /// where they are until the returned SlotBuf is dropped.
     pub fn take(self) -> SlotBuf {
+        if let Some((holds, b)) = self.block {
+            holds.add_lease(b);
+            // SAFETY: the frame lies in block `b` of `map`, which the consumer holds (status
+            // TP_STATUS_USER | HELD, hold count ≥ 1 until it leaves), so the kernel does not
+            // write it; the hold just added keeps it so until the SlotBuf is dropped. `self`,
+            // the only way to reach these bytes, is consumed here; frames never overlap
+            // (walk_block). `status` is the block's aligned status word, in its descriptor.
+            return unsafe {
+                SlotBuf::lease_in_block(
+                    self.map.clone(),
+                    self.status,
+                    self.data,
+                    self.len,
+                    holds.clone(),
+                    b,
+                )
+            };
+        }
         self.taken.set(true);
         // SAFETY: the slot lies in `map` and is user-owned; `self` (the only way to reach its
         // bytes) is consumed here, and the Release guard sees `taken` and leaves the status
@@ -388,6 +439,7 @@ impl Ring {
                             len: snap,
                             leases: &self.leases,
                             taken: &taken,
+                            block: None,
                         },
                     },
                     None => Slot::Bad,

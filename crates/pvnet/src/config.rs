@@ -18,6 +18,18 @@ pub enum Mode {
     Relay,
 }
 
+/// The physical port's packet ring (see `docs/port-gro.md`, "TPACKET_V3").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PortRing {
+    /// TPACKET_V2: one slot per frame (64 KiB slots with port GRO); a lease holds its slot.
+    #[default]
+    V2,
+    /// TPACKET_V3: frames packed in 256 KiB blocks, retired when full or after 1 ms; a lease
+    /// holds its whole block.
+    V3,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DaemonConfig {
     pub id: String,
@@ -53,6 +65,9 @@ pub struct DaemonConfig {
     /// Slots of the physical port's packet ring (see [`check_ring_frames`]).
     #[serde(default = "default_ring_frames")]
     pub ring_frames: u32,
+    /// The port's ring: V2 slots or V3 blocks.
+    #[serde(default)]
+    pub port_ring: PortRing,
     /// What forwards frames in the driver domain: the learning bridge, the bridge with its
     /// rule pass, or netback MAC routing.
     #[serde(default)]
@@ -171,6 +186,7 @@ impl Default for DaemonConfig {
             gro: false,
             guest_gro: false,
             ring_frames: pvnet_pnic::DEFAULT_FRAME_NR,
+            port_ring: PortRing::V2,
             switch: pvnet_dd::switch::Mode::Bridge,
             rules: None,
             grant: pvnet_dd::netback::Mechanism::Copy,

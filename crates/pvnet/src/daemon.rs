@@ -538,6 +538,7 @@ impl Daemon {
         let pcfg = PnicConfig {
             frame_nr: check_ring_frames(self.cfg.ring_frames)?,
             frame_size,
+            v3: (self.cfg.port_ring == crate::config::PortRing::V3).then(v3_blocks),
             ..PnicConfig::new(self.testbed.dd_if.clone())
         };
         let pnic = if self.cfg.port_frames {
@@ -1602,6 +1603,11 @@ impl Daemon {
                 "rx_leases_outstanding": s.rx_leases_outstanding,
                 "tx_frames": s.tx_frames, "tx_bytes": s.tx_bytes, "tx_would_block": s.tx_would_block,
                 "tx_errors": s.tx_errors, "kernel_packets": s.tp_packets, "kernel_drops": s.tp_drops,
+                "ring": if p.blocks().is_some() { "v3" } else { "v2" },
+                "ring_blocks": p.blocks().map(|b| b.block_nr),
+                "ring_block_size": p.blocks().map(|b| b.block_size),
+                "rx_blocks": s.rx_blocks, "rx_bad_blocks": s.rx_bad_blocks,
+                "rx_blocks_held": s.rx_blocks_held, "kernel_ring_frozen": s.tp_ring_frozen,
             })
         });
         let vifs: Vec<serde_json::Value> = self
@@ -1735,6 +1741,25 @@ impl Daemon {
             eprintln!("pvnet: teardown: {e:#}");
         }
         let _ = std::fs::remove_dir_all(rundir::run_dir(&self.cfg.id));
+    }
+}
+
+/// The V3 ring's blocks: [`pvnet_pnic::gro_v3_blocks`], or, for the block-size experiment of
+/// docs/port-gro.md, blocks of `PVNET_V3_BLOCK_KIB` KiB (a power of two, 128 to 4096) making
+/// up the same 64 MiB.
+fn v3_blocks() -> pvnet_pnic::BlockGeometry {
+    let b = pvnet_pnic::gro_v3_blocks();
+    let total = b.block_size * b.block_nr;
+    match std::env::var("PVNET_V3_BLOCK_KIB")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        Some(k) if (128..=4096).contains(&k) && k.is_power_of_two() => pvnet_pnic::BlockGeometry {
+            block_size: k * 1024,
+            block_nr: total / (k * 1024),
+            ..b
+        },
+        _ => b,
     }
 }
 

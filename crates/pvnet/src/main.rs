@@ -84,6 +84,11 @@ enum Cmd {
         /// bench; `linux-gro` with --mode linux).
         #[arg(long, alias = "gro")]
         port_gro: bool,
+        /// The physical port's packet ring: `v2` (a slot per frame) or `v3` (frames packed
+        /// in 256 KiB blocks retired when full or after 1 ms; a lease holds its whole block).
+        /// Meant for --port-gro (`port-gro-v3` in bench).
+        #[arg(long, value_enum, default_value_t = config::PortRing::V2)]
+        port_ring: config::PortRing,
         /// Open each guest's TAP with IFF_NAPI, so the guest kernel's GRO coalesces the frames
         /// netfront writes: GRO in the guest's virtual NIC (`guest-gro` in bench).
         #[arg(long)]
@@ -482,6 +487,7 @@ fn run(cli: Cli) -> Result<()> {
             foreground,
             cpu,
             port_gro,
+            port_ring,
             guest_gro,
             sender_cpu,
             switch,
@@ -546,6 +552,7 @@ fn run(cli: Cli) -> Result<()> {
                 gro: port_gro,
                 guest_gro,
                 ring_frames,
+                port_ring,
                 switch,
                 rules,
                 grant,
