@@ -907,6 +907,17 @@ pub fn proc_counter(text: &str, section: &str, name: &str) -> Option<u64> {
 mod tests {
 
     #[test]
+    fn guests_are_placed_on_the_cpus_of_their_placement() {
+        let cpus = |p: GuestPlacement| (0..4).map(|i| p.cpus_of(i)).collect::<Vec<_>>();
+        let (rx, tx) = (1 << RX_CPU, 1 << TX_CPU);
+        assert_eq!(cpus(GuestPlacement::Same), [rx; 4]);
+        assert_eq!(cpus(GuestPlacement::Spread), [rx, tx, rx, tx]);
+        assert_eq!(cpus(GuestPlacement::Free), [rx | tx; 4]);
+        assert_eq!(GuestPlacement::parse("free").unwrap(), GuestPlacement::Free);
+        assert!(GuestPlacement::parse("both").is_err());
+    }
+
+    #[test]
     fn jain_index() {
         assert_eq!(jain(&[5.0, 5.0, 5.0, 5.0]), 1.0);
         assert_eq!(jain(&[8.0, 0.0, 0.0, 0.0]), 0.25);

@@ -946,4 +946,31 @@ mod tests {
             .b;
         assert!(Plan::new(&a).is_err());
     }
+
+    #[test]
+    fn placement_of_guests_is_taken_with_several_guests_only() {
+        use clap::Parser;
+        use measure::GuestPlacement;
+        #[derive(Parser)]
+        struct B {
+            #[command(flatten)]
+            b: BenchArgs,
+        }
+        let plan = |args: &[&str]| {
+            let a = B::try_parse_from(["bench"].iter().chain(args)).unwrap().b;
+            Plan::new(&a).map(|p| p.params.measure.placement)
+        };
+        assert_eq!(plan(&["--configs", "xen"]).unwrap(), GuestPlacement::Same);
+        assert_eq!(
+            plan(&["--sweep", "guests", "--placement", "free"]).unwrap(),
+            GuestPlacement::Free
+        );
+        assert_eq!(
+            plan(&["--guests", "8", "--placement", "spread"]).unwrap(),
+            GuestPlacement::Spread
+        );
+        // One guest and no sweep of guests: nothing to place.
+        assert!(plan(&["--placement", "free"]).is_err());
+        assert!(plan(&["--guests", "2", "--placement", "split"]).is_err());
+    }
 }
