@@ -905,7 +905,6 @@ pub fn proc_counter(text: &str, section: &str, name: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-
     #[test]
     fn guests_are_placed_on_the_cpus_of_their_placement() {
         let cpus = |p: GuestPlacement| (0..4).map(|i| p.cpus_of(i)).collect::<Vec<_>>();
