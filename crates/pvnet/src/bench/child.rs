@@ -40,20 +40,47 @@ impl Drop for Guard {
 }
 
 /// `cmd` pinned to `cpu` and killed (SIGKILL) if the bench dies.
-pub fn pinned(mut cmd: Command, cpu: usize) -> Command {
+pub fn pinned(cmd: Command, cpu: usize) -> Command {
+    pinned_mask(cmd, 1 << cpu)
+}
+
+/// `cmd` allowed on the CPUs whose bits are set in `mask` (CPU 0 is bit 0) and killed
+/// (SIGKILL) if the bench dies.
+pub fn pinned_mask(mut cmd: Command, mask: u64) -> Command {
     use std::os::unix::process::CommandExt;
     // SAFETY: only async-signal-safe calls (sched_setaffinity, prctl) between fork and exec; the
     // cpu_set_t lives on the child's stack.
     unsafe {
         cmd.pre_exec(move || {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
+            let set = cpu_set(mask);
             libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             Ok(())
         });
     }
     cmd
+}
+
+/// The CPU set of `mask`'s bits.
+fn cpu_set(mask: u64) -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is a plain bit array, for which all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for cpu in (0..64).filter(|c| mask & (1 << c) != 0) {
+        // SAFETY: `cpu` is below 64, well inside the set's CPU_SETSIZE bits.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    set
+}
+
+/// Allows task `tid` (a process's main thread or one of its threads) on the CPUs of `mask`.
+pub fn set_affinity(tid: i32, mask: u64) -> std::io::Result<()> {
+    let set = cpu_set(mask);
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; the call only reads it.
+    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Runs `cmd` to its end and collects its output, like [`Command::output`], but kills it when
@@ -158,4 +185,18 @@ pub fn on_path(program: &str) -> bool {
             })
         })
     })
+}
+
+/// The threads of process `pid` (just `pid` when they cannot be listed).
+pub fn tasks_of(pid: i32) -> Vec<i32> {
+    let mut v: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    if v.is_empty() {
+        v.push(pid);
+    }
+    v
 }

@@ -47,6 +47,46 @@ pub struct Params {
     pub budget: usize,
     /// MTU of the wire and every interface on the path (`--mtu`).
     pub mtu: u32,
+    /// Where the guests' processes and their receivers run (`--placement` with several
+    /// guests).
+    pub placement: GuestPlacement,
+}
+
+/// Where the receiving side's processes run when several guests stream at once: each
+/// guest's netfront process (whose TAP writes run the guest kernel's receive path) and its
+/// receiver, or natively each receiver. The driver domain stays on [`RX_CPU`], the remote
+/// host's senders on [`TX_CPU`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GuestPlacement {
+    /// Every guest on the receiving CPU with the driver domain (the papers' receiving machine).
+    #[default]
+    Same,
+    /// Guest `i` on CPU `i % 2`: the guests share both CPUs, half of them with the driver
+    /// domain and half with the senders.
+    Spread,
+    /// Every guest free to run on either CPU: the kernel's scheduler places and moves them.
+    Free,
+}
+
+impl GuestPlacement {
+    pub fn parse(s: &str) -> Result<GuestPlacement> {
+        match s {
+            "same" => Ok(GuestPlacement::Same),
+            "spread" => Ok(GuestPlacement::Spread),
+            "free" => Ok(GuestPlacement::Free),
+            _ => bail!("--placement with several guests: `same`, `spread` or `free`, not {s:?}"),
+        }
+    }
+
+    /// The CPUs (a mask, CPU 0 in bit 0) of guest `i` (0-based) and of its receiver.
+    pub fn cpus_of(self, i: usize) -> u64 {
+        match self {
+            GuestPlacement::Same => 1 << RX_CPU,
+            GuestPlacement::Spread => 1 << [RX_CPU, TX_CPU][i % 2],
+            GuestPlacement::Free => (1 << RX_CPU) | (1 << TX_CPU),
+        }
+    }
 }
 
 /// One repetition's raw figures.
@@ -245,16 +285,39 @@ fn measure(
     // port PORT + i.
     let mut servers = Vec::with_capacity(n);
     let mut senders = Vec::with_capacity(n);
+    // Guests placed over both CPUs (`--placement`, the same at every guest count, one guest
+    // included, so that N guests compare with one under the same host policy): each guest's
+    // netfront (every thread) moves to its CPUs before the streams start, and its receiver
+    // starts there. The driver domain stays on RX_CPU, the senders on TX_CPU.
+    let placement = if g2g || dir == Direction::Tx {
+        GuestPlacement::Same
+    } else {
+        p.placement
+    };
+    if placement != GuestPlacement::Same && mode != Mode::Linux {
+        for (i, &pid) in info.guest_pids.iter().enumerate() {
+            for t in child::tasks_of(pid) {
+                child::set_affinity(t, placement.cpus_of(i))
+                    .with_context(|| format!("placing guest {i}'s task {t}"))?;
+            }
+        }
+    }
     for (i, (ns_name, addr)) in hosts.iter().enumerate() {
         let host = Netns::open(ns_name)?;
         let port = PORT + i as u16;
         let (srv_ns, srv_cpu, snd_ns, snd_cpu, dst) = match (&g2g_sender, dir) {
-            (Some(g0), _) => (&host, RX_CPU, g0, RX_CPU, addr.clone()),
-            (None, Direction::Rx) => (&host, RX_CPU, &remote, TX_CPU, addr.clone()),
-            (None, Direction::Tx) => (&remote, TX_CPU, &host, RX_CPU, info.remote_addr.clone()),
+            (Some(g0), _) => (&host, 1 << RX_CPU, g0, RX_CPU, addr.clone()),
+            (None, Direction::Rx) => (&host, placement.cpus_of(i), &remote, TX_CPU, addr.clone()),
+            (None, Direction::Tx) => (
+                &remote,
+                1 << TX_CPU,
+                &host,
+                RX_CPU,
+                info.remote_addr.clone(),
+            ),
         };
         let mut server = match p.tool {
-            Tool::Builtin => start_builtin_server_on(&exe, srv_ns, srv_cpu, port, true)?,
+            Tool::Builtin => start_builtin_server_in(&exe, srv_ns, srv_cpu, port, true)?,
             Tool::Iperf3 => start_iperf3_server(srv_ns, srv_cpu, port)?,
         };
         wait_listening_on(srv_ns, &mut server, port)?;
@@ -696,12 +759,23 @@ pub fn start_builtin_server_on(
     port: u16,
     once: bool,
 ) -> Result<Guard> {
+    start_builtin_server_in(exe, rx, 1 << cpu, port, once)
+}
+
+/// [`start_builtin_server_on`] allowed on the CPUs of `mask` (CPU 0 in bit 0).
+fn start_builtin_server_in(
+    exe: &Path,
+    rx: &Netns,
+    mask: u64,
+    port: u16,
+    once: bool,
+) -> Result<Guard> {
     let bind = format!("0.0.0.0:{port}");
     let mut args = vec!["perf", "server", "--bind", &bind];
     if once {
         args.push("--once");
     }
-    let c = child::pinned(rx.command(exe), cpu)
+    let c = child::pinned_mask(rx.command(exe), mask)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -711,8 +785,8 @@ pub fn start_builtin_server_on(
     Ok(Guard(c))
 }
 
-fn start_iperf3_server(rx: &Netns, cpu: usize, port: u16) -> Result<Guard> {
-    let c = child::pinned(rx.command("iperf3"), cpu)
+fn start_iperf3_server(rx: &Netns, mask: u64, port: u16) -> Result<Guard> {
+    let c = child::pinned_mask(rx.command("iperf3"), mask)
         .args(["-s", "-1", "-p", &port.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -831,6 +905,16 @@ pub fn proc_counter(text: &str, section: &str, name: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn guests_are_placed_on_the_cpus_of_their_placement() {
+        let cpus = |p: GuestPlacement| (0..4).map(|i| p.cpus_of(i)).collect::<Vec<_>>();
+        let (rx, tx) = (1 << RX_CPU, 1 << TX_CPU);
+        assert_eq!(cpus(GuestPlacement::Same), [rx; 4]);
+        assert_eq!(cpus(GuestPlacement::Spread), [rx, tx, rx, tx]);
+        assert_eq!(cpus(GuestPlacement::Free), [rx | tx; 4]);
+        assert_eq!(GuestPlacement::parse("free").unwrap(), GuestPlacement::Free);
+        assert!(GuestPlacement::parse("both").is_err());
+    }
 
     #[test]
     fn jain_index() {

@@ -97,7 +97,11 @@ pub struct BenchArgs {
     pub sweep: Option<SweepKind>,
     /// `--sweep pktsize`: `same` (driver domain and guest on one CPU, the sender on the
     /// other), `split` (driver domain and sender on CPU 0, guest on CPU 1) or `both`
-    /// (default).
+    /// (default). With several guests (`--guests`, `--sweep guests`; applied at every guest
+    /// count of the run, one included): `same` (default: every guest and receiver on CPU 0
+    /// with the driver domain), `spread` (guest i's netfront and receiver on CPU i % 2) or
+    /// `free` (the guests' netfronts and receivers on either CPU, placed by the kernel); the
+    /// driver domain stays on CPU 0, the senders on CPU 1.
     #[arg(long)]
     pub placement: Option<String>,
     /// `--sweep pktsize`: the offered load in datagrams per second (default 2kpps), the same
@@ -256,8 +260,8 @@ fn run_bench(args: BenchArgs) -> Result<()> {
     if args.sweep == Some(SweepKind::Pktsize) {
         return run_pktsize(&args);
     }
-    if args.placement.is_some() || args.rate.is_some() {
-        bail!("--placement and --rate belong to --sweep pktsize");
+    if args.rate.is_some() {
+        bail!("--rate belongs to --sweep pktsize");
     }
     let plan = Plan::new(&args)?;
     preflight(&plan.configs, args.tool)?;
@@ -402,6 +406,7 @@ fn record_plan(args: &BenchArgs) -> Result<(records::RecordPlan, measure::Params
         ring_frames: crate::config::check_ring_frames(args.ring_frames)?,
         budget: crate::config::check_budget(args.budget)?,
         mtu: crate::config::check_mtu(args.mtu)?,
+        placement: measure::GuestPlacement::Same,
     };
     Ok((plan, params))
 }
@@ -624,6 +629,16 @@ impl Plan {
         let ring_frames = crate::config::check_ring_frames(args.ring_frames)?;
         let budget = crate::config::check_budget(args.budget)?;
         let mtu = crate::config::check_mtu(args.mtu)?;
+        let placement = match args.placement.as_deref() {
+            None => measure::GuestPlacement::default(),
+            Some(s) => {
+                let several = args.guests > 1 || args.sweep == Some(SweepKind::Guests);
+                if !several {
+                    bail!("--placement applies to --sweep pktsize, or to several guests (--guests N, --sweep guests)");
+                }
+                measure::GuestPlacement::parse(s)?
+            }
+        };
         let params = Params {
             reps,
             warmup_stream_seconds: if args.quick { 1.0 } else { 2.0 },
@@ -637,6 +652,7 @@ impl Plan {
                 ring_frames,
                 budget,
                 mtu,
+                placement,
             },
             paired_rounds: if configs.contains(&pair.0) && configs.contains(&pair.1) {
                 args.paired_rounds
@@ -929,5 +945,32 @@ mod tests {
             .unwrap()
             .b;
         assert!(Plan::new(&a).is_err());
+    }
+
+    #[test]
+    fn placement_of_guests_is_taken_with_several_guests_only() {
+        use clap::Parser;
+        use measure::GuestPlacement;
+        #[derive(Parser)]
+        struct B {
+            #[command(flatten)]
+            b: BenchArgs,
+        }
+        let plan = |args: &[&str]| {
+            let a = B::try_parse_from(["bench"].iter().chain(args)).unwrap().b;
+            Plan::new(&a).map(|p| p.params.measure.placement)
+        };
+        assert_eq!(plan(&["--configs", "xen"]).unwrap(), GuestPlacement::Same);
+        assert_eq!(
+            plan(&["--sweep", "guests", "--placement", "free"]).unwrap(),
+            GuestPlacement::Free
+        );
+        assert_eq!(
+            plan(&["--guests", "8", "--placement", "spread"]).unwrap(),
+            GuestPlacement::Spread
+        );
+        // One guest and no sweep of guests: nothing to place.
+        assert!(plan(&["--placement", "free"]).is_err());
+        assert!(plan(&["--guests", "2", "--placement", "split"]).is_err());
     }
 }

@@ -85,6 +85,7 @@ pub fn results_json(run: &Run) -> Value {
             "rr_tool": "builtin",
             "rx_cpu": configs::RX_CPU,
             "tx_cpu": configs::TX_CPU,
+            "guest_placement": p.measure.placement,
             "saturated_at": measure::SATURATED,
             "paired_rounds": p.paired_rounds,
             "paired_seconds": p.paired_seconds,

@@ -315,20 +315,6 @@ pub fn break_evens(points: &[Point], placements: &[Placement]) -> Vec<BreakEven>
     out
 }
 
-/// All tasks (threads) of process `pid`.
-fn tasks_of(pid: i32) -> Vec<i32> {
-    let mut v: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    if v.is_empty() {
-        v.push(pid);
-    }
-    v
-}
-
 /// Runs the sweep and writes `pktsize.json`, `pktsize.md` and `pktsize.svg` into `out`.
 pub fn run(args: &BenchArgs, out: &Path) -> Result<()> {
     let sizes = parse_sizes(args.sweep_values.as_deref().unwrap_or(DEFAULT_SIZES))?;
@@ -460,7 +446,11 @@ fn sweep_one(
         let guest_ns = Netns::open(&info.guest_ns[0])?;
         let remote = Netns::open(&info.remote_ns)?;
         if pl == Placement::Split {
-            for t in info.guest_pids.iter().flat_map(|&p| tasks_of(p)) {
+            for t in info
+                .guest_pids
+                .iter()
+                .flat_map(|&p| super::child::tasks_of(p))
+            {
                 pvnet_testbed::cpu::pin_pid(t, pl.guest_cpu())?;
             }
         }

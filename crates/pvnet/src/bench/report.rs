@@ -497,6 +497,21 @@ pub fn markdown(run: &Run) -> String {
         pvnet_pnic::frame_size_for_mtu(p.measure.mtu),
         p.measure.budget,
     );
+    let placed = match p.measure.placement {
+        super::measure::GuestPlacement::Same => None,
+        super::measure::GuestPlacement::Spread => Some("`spread`: guest i's netfront and receiver (natively receiver i) on CPU i % 2"),
+        super::measure::GuestPlacement::Free => Some("`free`: every guest's netfront and receiver (natively every receiver) free to run on either CPU"),
+    };
+    if let Some(what) = placed {
+        let _ = writeln!(
+            s,
+            "- placement {what}, at every guest count; the driver domain on CPU {}, the senders on CPU {}. The receive path then also uses CPU {}, which these tables' cycles per byte do not count (the guests' own CPU time is counted wherever it ran, but not CPU {}'s softirq): read throughput and fairness, not cycles, across placements\n",
+            super::configs::RX_CPU,
+            super::configs::TX_CPU,
+            super::configs::TX_CPU,
+            super::configs::TX_CPU,
+        );
+    }
     let _ = writeln!(
         s,
         "**Limit.** {}\n",
