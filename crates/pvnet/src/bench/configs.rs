@@ -618,6 +618,29 @@ mod tests {
     }
 
     #[test]
+    fn pvnet_up_by_default_is_the_default_configuration() {
+        // `up` without --lro, --port-gro, --guest-gro or --bo runs the bench configuration
+        // issue #24's rule chose; `xen` (the DaemonConfig default) is `up --lro off`.
+        let want = daemon_config(crate::config::DEFAULT_CONFIG).unwrap();
+        let up = DaemonConfig {
+            lro: crate::config::default_lro(Mode::Xen, false),
+            ..DaemonConfig::default()
+        };
+        assert_eq!(up.lro, want.lro);
+        assert_eq!(
+            (up.mode, up.gro, up.guest_gro, up.bo, up.guest_gso),
+            (want.mode, want.gro, want.guest_gro, want.bo, want.guest_gso)
+        );
+        assert_eq!((up.grant, up.switch), (want.grant, want.switch));
+        assert!(is_pv(crate::config::DEFAULT_CONFIG));
+        let xen = daemon_config("xen").unwrap();
+        assert_eq!(DaemonConfig::default().lro, xen.lro);
+        assert!(xen.lro.is_none() && want.lro.is_some());
+        // A configuration the paired TCP_RR comparison can switch to live, against `xen`.
+        assert!(set_request(crate::config::DEFAULT_CONFIG).is_ok());
+    }
+
+    #[test]
     fn policies_are_configurations_too() {
         assert!(has_lro("timeout:100"));
         assert!(daemon_config("timeout:0").is_err());
