@@ -107,10 +107,12 @@ pub const DEFAULT_CONFIG: &str = "adaptive";
 
 /// The aggregation `pvnet up` applies in `mode` when `--lro` is not given: the
 /// [`DEFAULT_CONFIG`]'s (adaptive flush, skb mode) in `--mode xen` on the packet ring; none with
-/// `--mode linux` (no driver domain), `--mode relay` (the floor, aggregating only when asked)
-/// or on the frame port (`port_frames`: wire-sized frames only).
-pub fn default_lro(mode: Mode, port_frames: bool) -> Option<LroSettings> {
-    (mode == Mode::Xen && !port_frames).then_some(LroSettings {
+/// `--mode linux` (no driver domain), `--mode relay` (the floor, aggregating only when asked),
+/// on the frame port (`port_frames`: wire-sized frames only) or when GRO is asked for at the
+/// port or in the guests (`gro_elsewhere`: `--port-gro`, `--guest-gro` are the `port-gro` and
+/// `guest-gro` configurations; `--lro adaptive` on top makes `port-gro+adaptive`).
+pub fn default_lro(mode: Mode, port_frames: bool, gro_elsewhere: bool) -> Option<LroSettings> {
+    (mode == Mode::Xen && !port_frames && !gro_elsewhere).then_some(LroSettings {
         policy: lro::Policy::Adaptive,
         mode: lro::Mode::Skb,
     })

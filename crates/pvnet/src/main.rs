@@ -262,7 +262,8 @@ struct LroArgs {
     /// policy: `poll` (every poll, the LRO of Nakanjima and Oi), `every:N` (every Nth poll, DA),
     /// `timeout:USEC`, `adaptive`. Default: `adaptive` with --mode xen (the `adaptive`
     /// configuration, the cheapest per byte whose TCP_RR is within 2 % of `xen`'s: see
-    /// docs/default-config.md), off in the other modes and on the frame port.
+    /// docs/default-config.md); off in the other modes, on the frame port and with
+    /// --port-gro or --guest-gro (the `port-gro` and `guest-gro` configurations).
     #[arg(long, value_parser = parse_lro)]
     lro: Option<LroFlag>,
     /// Aggregate representation: `skb` (chain of receive buffers) or `page` (fragments).
@@ -317,11 +318,17 @@ fn parse_lro(s: &str) -> Result<LroFlag, String> {
 impl LroArgs {
     /// The aggregation `up` runs: what `--lro` asked for; without it, that of the default
     /// configuration ([`config::default_lro`]) in `mode` on the packet ring (`port_frames`:
-    /// the frame port, which takes wire-sized frames only).
-    fn settings(&self, mode: Mode, port_frames: bool) -> Option<config::LroSettings> {
+    /// the frame port, which takes wire-sized frames only) unless GRO was asked for at the port
+    /// or in the guests (`gro_elsewhere`).
+    fn settings(
+        &self,
+        mode: Mode,
+        port_frames: bool,
+        gro_elsewhere: bool,
+    ) -> Option<config::LroSettings> {
         let policy = match self.lro {
             Some(LroFlag(asked)) => asked,
-            None => config::default_lro(mode, port_frames).map(|d| d.policy),
+            None => config::default_lro(mode, port_frames, gro_elsewhere).map(|d| d.policy),
         };
         policy.map(|policy| config::LroSettings {
             policy,
@@ -505,7 +512,7 @@ fn run(cli: Cli) -> Result<()> {
             g2g,
         } => {
             let port_frames = port_frames || grant == pvnet_dd::netback::Mechanism::Flip;
-            let settings = lro.settings(mode, port_frames);
+            let settings = lro.settings(mode, port_frames, port_gro || guest_gro);
             config::check_mtu(mtu)?;
             need_root("up")?;
             if hvm > 0 && mode != Mode::Xen {
@@ -1188,6 +1195,8 @@ mod tests {
             mode,
             port_frames,
             grant,
+            port_gro,
+            guest_gro,
             ..
         } = parse(args).unwrap().cmd
         else {
@@ -1196,6 +1205,7 @@ mod tests {
         lro.settings(
             mode,
             port_frames || grant == pvnet_dd::netback::Mechanism::Flip,
+            port_gro || guest_gro,
         )
     }
 
@@ -1208,8 +1218,13 @@ mod tests {
         // Issue #24's rule chose `adaptive` (docs/default-config.md).
         assert_eq!(config::DEFAULT_CONFIG, "adaptive");
         assert_eq!(up_lro(&["up"]), adaptive);
-        assert_eq!(up_lro(&["up", "--guests", "2", "--port-gro"]), adaptive);
+        assert_eq!(up_lro(&["up", "--guests", "2", "--budget", "8"]), adaptive);
         assert_eq!(up_lro(&["up", "--mode", "xen", "--hvm", "1"]), adaptive);
+        // GRO at the port or in the guests names its own configuration (`port-gro`,
+        // `guest-gro`); `--lro adaptive` on top of port GRO is `port-gro+adaptive`.
+        assert_eq!(up_lro(&["up", "--port-gro"]), None);
+        assert_eq!(up_lro(&["up", "--guest-gro"]), None);
+        assert_eq!(up_lro(&["up", "--port-gro", "--lro", "adaptive"]), adaptive);
         // The old default, `xen`, stays one flag away.
         assert_eq!(up_lro(&["up", "--lro", "off"]), None);
         // Other modes and the frame port aggregate only when asked (linux and the frame port
