@@ -115,6 +115,24 @@ fn default_ring_frames() -> u32 {
     pvnet_pnic::DEFAULT_FRAME_NR
 }
 
+/// The bench configuration that `pvnet up` runs unless told otherwise, chosen by issue #24's
+/// rule: of the PV configurations, the cheapest per byte whose TCP_RR stays within 2 % of
+/// `xen`'s (docs/default-config.md has the measurement). `--lro off` is `xen`.
+pub const DEFAULT_CONFIG: &str = "adaptive";
+
+/// The aggregation `pvnet up` applies in `mode` when `--lro` is not given: the
+/// [`DEFAULT_CONFIG`]'s (adaptive flush, skb mode) in `--mode xen` on the packet ring; none with
+/// `--mode linux` (no driver domain), `--mode relay` (the floor, aggregating only when asked),
+/// on the frame port (`port_frames`: wire-sized frames only) or when GRO is asked for at the
+/// port or in the guests (`gro_elsewhere`: `--port-gro`, `--guest-gro` are the `port-gro` and
+/// `guest-gro` configurations; `--lro adaptive` on top makes `port-gro+adaptive`).
+pub fn default_lro(mode: Mode, port_frames: bool, gro_elsewhere: bool) -> Option<LroSettings> {
+    (mode == Mode::Xen && !port_frames && !gro_elsewhere).then_some(LroSettings {
+        policy: lro::Policy::Adaptive,
+        mode: lro::Mode::Skb,
+    })
+}
+
 /// The MTU of the testbed's wire (the veth between the remote host and the driver domain)
 /// unless `--mtu` says otherwise.
 pub const DEFAULT_MTU: u32 = 1500;
@@ -169,6 +187,9 @@ pub struct LroSettings {
     pub mode: lro::Mode,
 }
 
+/// The `xen` configuration (no aggregation, the learning bridge, grant copy) on one guest: what
+/// every bench configuration is built from. Not `pvnet up`'s default, which aggregates
+/// ([`DEFAULT_CONFIG`], [`default_lro`]).
 impl Default for DaemonConfig {
     fn default() -> Self {
         DaemonConfig {

@@ -263,10 +263,14 @@ enum Cmd {
 /// Aggregation settings of `up`.
 #[derive(clap::Args, Clone, Debug)]
 struct LroArgs {
-    /// Receive aggregation at the physical port: `off`, or a flush policy: `poll` (every
-    /// poll, the LRO of Nakanjima and Oi), `every:N` (every Nth poll, DA), `timeout:USEC`, `adaptive`.
-    #[arg(long, default_value = "off", value_parser = parse_lro)]
-    lro: LroFlag,
+    /// Receive aggregation at the physical port: `off` (the `xen` configuration), or a flush
+    /// policy: `poll` (every poll, the LRO of Nakanjima and Oi), `every:N` (every Nth poll, DA),
+    /// `timeout:USEC`, `adaptive`. Default: `adaptive` with --mode xen (the `adaptive`
+    /// configuration, the cheapest per byte whose TCP_RR is within 2 % of `xen`'s: see
+    /// docs/default-config.md); off in the other modes, on the frame port and with
+    /// --port-gro or --guest-gro (the `port-gro` and `guest-gro` configurations).
+    #[arg(long, value_parser = parse_lro)]
+    lro: Option<LroFlag>,
     /// Aggregate representation: `skb` (chain of receive buffers) or `page` (fragments).
     #[arg(long, default_value_t = lro::Mode::default(), value_parser = parse_lro_mode)]
     lro_mode: lro::Mode,
@@ -317,8 +321,21 @@ fn parse_lro(s: &str) -> Result<LroFlag, String> {
 }
 
 impl LroArgs {
-    fn settings(&self) -> Option<config::LroSettings> {
-        self.lro.0.map(|policy| config::LroSettings {
+    /// The aggregation `up` runs: what `--lro` asked for; without it, that of the default
+    /// configuration ([`config::default_lro`]) in `mode` on the packet ring (`port_frames`:
+    /// the frame port, which takes wire-sized frames only) unless GRO was asked for at the port
+    /// or in the guests (`gro_elsewhere`).
+    fn settings(
+        &self,
+        mode: Mode,
+        port_frames: bool,
+        gro_elsewhere: bool,
+    ) -> Option<config::LroSettings> {
+        let policy = match self.lro {
+            Some(LroFlag(asked)) => asked,
+            None => config::default_lro(mode, port_frames, gro_elsewhere).map(|d| d.policy),
+        };
+        policy.map(|policy| config::LroSettings {
             policy,
             mode: self.lro_mode,
         })
@@ -500,7 +517,8 @@ fn run(cli: Cli) -> Result<()> {
             exit_cost_ns,
             g2g,
         } => {
-            let settings = lro.settings();
+            let port_frames = port_frames || grant == pvnet_dd::netback::Mechanism::Flip;
+            let settings = lro.settings(mode, port_frames, port_gro || guest_gro);
             config::check_mtu(mtu)?;
             need_root("up")?;
             if hvm > 0 && mode != Mode::Xen {
@@ -556,7 +574,7 @@ fn run(cli: Cli) -> Result<()> {
                 switch,
                 rules,
                 grant,
-                port_frames: port_frames || grant == pvnet_dd::netback::Mechanism::Flip,
+                port_frames,
                 mtu,
                 hvm,
                 hvm_path,
@@ -584,6 +602,12 @@ fn run(cli: Cli) -> Result<()> {
             }
             let info = lifecycle::start_daemon(&cfg, true)?;
             print_info(&info);
+            if lro.lro.is_none() && settings.is_some() {
+                println!(
+                    "  the default configuration, `{}` (aggregation at the port; `--lro off` is `xen`)",
+                    config::DEFAULT_CONFIG
+                );
+            }
             Ok(())
         }
         Cmd::Down { id, all } => {
@@ -1169,6 +1193,69 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("original, seed, max"), "{e}");
+    }
+
+    /// `up`'s aggregation as parsed from `args` and resolved for its mode and port.
+    fn up_lro(args: &[&str]) -> Option<config::LroSettings> {
+        let Cmd::Up {
+            lro,
+            mode,
+            port_frames,
+            grant,
+            port_gro,
+            guest_gro,
+            ..
+        } = parse(args).unwrap().cmd
+        else {
+            panic!("not up");
+        };
+        lro.settings(
+            mode,
+            port_frames || grant == pvnet_dd::netback::Mechanism::Flip,
+            port_gro || guest_gro,
+        )
+    }
+
+    #[test]
+    fn up_without_lro_runs_the_default_configuration() {
+        let adaptive = Some(config::LroSettings {
+            policy: lro::Policy::Adaptive,
+            mode: lro::Mode::Skb,
+        });
+        // Issue #24's rule chose `adaptive` (docs/default-config.md).
+        assert_eq!(config::DEFAULT_CONFIG, "adaptive");
+        assert_eq!(up_lro(&["up"]), adaptive);
+        assert_eq!(up_lro(&["up", "--guests", "2", "--budget", "8"]), adaptive);
+        assert_eq!(up_lro(&["up", "--mode", "xen", "--hvm", "1"]), adaptive);
+        // GRO at the port or in the guests names its own configuration (`port-gro`,
+        // `guest-gro`); `--lro adaptive` on top of port GRO is `port-gro+adaptive`.
+        assert_eq!(up_lro(&["up", "--port-gro"]), None);
+        assert_eq!(up_lro(&["up", "--guest-gro"]), None);
+        assert_eq!(up_lro(&["up", "--port-gro", "--lro", "adaptive"]), adaptive);
+        // The old default, `xen`, stays one flag away.
+        assert_eq!(up_lro(&["up", "--lro", "off"]), None);
+        // Other modes and the frame port aggregate only when asked (linux and the frame port
+        // refuse it then).
+        assert_eq!(up_lro(&["up", "--mode", "linux"]), None);
+        assert_eq!(up_lro(&["up", "--mode", "relay"]), None);
+        assert_eq!(up_lro(&["up", "--grant", "flip"]), None);
+        assert_eq!(up_lro(&["up", "--port-frames"]), None);
+        // What is asked for wins, and --lro-mode applies to the default policy too.
+        assert_eq!(
+            up_lro(&["up", "--lro", "every:2"]).map(|s| s.policy),
+            Some(lro::Policy::Every(2))
+        );
+        assert_eq!(
+            up_lro(&["up", "--mode", "relay", "--lro", "adaptive"]),
+            adaptive
+        );
+        assert_eq!(
+            up_lro(&["up", "--lro-mode", "page"]),
+            Some(config::LroSettings {
+                policy: lro::Policy::Adaptive,
+                mode: lro::Mode::Page,
+            })
+        );
     }
 
     #[test]

@@ -78,7 +78,7 @@ fn port_gro_carries_gibs_alone_and_beside_another_guest() {
     if skip_unless_root("port_gro_carries_gibs_alone_and_beside_another_guest") {
         return;
     }
-    let run = Run::up(&["--guests", "2", "--port-gro"]);
+    let run = Run::up(&["--guests", "2", "--port-gro", "--lro", "off"]);
     let st = gib_alone_then_beside_another(&run);
     assert_port_gro(&st);
     assert_eq!(st["pnic"]["gro"], true);
@@ -173,7 +173,7 @@ fn guest_gro_carries_gibs_alone_and_beside_another_guest_coalesced_in_the_guest(
     ) {
         return;
     }
-    let run = Run::up(&["--guests", "2", "--guest-gro"]);
+    let run = Run::up(&["--guests", "2", "--guest-gro", "--lro", "off"]);
     let st = gib_alone_then_beside_another(&run);
     // Netback delivered MTU frames (no aggregation before the guest)...
     let pn = &st["pnic"];
@@ -303,7 +303,7 @@ fn bad_checksums_from_the_wire_are_left_to_the_guest_with_port_gro() {
     if skip_unless_root("bad_checksums_from_the_wire_are_left_to_the_guest_with_port_gro") {
         return;
     }
-    let run = Run::up(&["--guests", "1", "--port-gro"]);
+    let run = Run::up(&["--guests", "1", "--port-gro", "--lro", "off"]);
     let mut srv = server(&run, "g0", "10.77.0.10");
     let errors0 = tcp_counter(&run, "g0", "InCsumErrors");
     let rsts0 = tcp_counter(&run, "g0", "OutRsts");

@@ -630,6 +630,34 @@ mod tests {
     }
 
     #[test]
+    fn pvnet_up_by_default_is_the_default_configuration() {
+        // `up` without --lro, --port-gro, --guest-gro or --bo runs the bench configuration
+        // issue #24's rule chose; `xen` (the DaemonConfig default) is `up --lro off`.
+        let c = |n| daemon_config(n).unwrap();
+        let want = c(crate::config::DEFAULT_CONFIG);
+        let up = DaemonConfig {
+            lro: crate::config::default_lro(Mode::Xen, false, false),
+            ..DaemonConfig::default()
+        };
+        assert_eq!(up.lro, want.lro);
+        assert_eq!(
+            (up.mode, up.gro, up.guest_gro, up.bo, up.guest_gso),
+            (want.mode, want.gro, want.guest_gro, want.bo, want.guest_gso)
+        );
+        assert_eq!((up.grant, up.switch), (want.grant, want.switch));
+        assert!(is_pv(crate::config::DEFAULT_CONFIG));
+        let xen = daemon_config("xen").unwrap();
+        assert_eq!(DaemonConfig::default().lro, xen.lro);
+        assert!(xen.lro.is_none() && want.lro.is_some());
+        // `up --port-gro` and `up --guest-gro` are the bench's `port-gro` and `guest-gro`.
+        for n in ["port-gro", "guest-gro"] {
+            assert_eq!(crate::config::default_lro(Mode::Xen, false, true), c(n).lro);
+        }
+        // A configuration the paired TCP_RR comparison can switch to live, against `xen`.
+        assert!(set_request(crate::config::DEFAULT_CONFIG).is_ok());
+    }
+
+    #[test]
     fn policies_are_configurations_too() {
         assert!(has_lro("timeout:100"));
         assert!(daemon_config("timeout:0").is_err());
