@@ -86,6 +86,10 @@ pub struct DaemonConfig {
     /// copied through a driver-domain buffer (the `g2g-copy2` bench configuration).
     #[serde(default = "yes")]
     pub g2g: bool,
+    /// Each PV guest's processes in a CPU cgroup of its own with an equal weight (see
+    /// [`crate::cgroup`]): the guest, not each of its threads, is the scheduling entity.
+    #[serde(default)]
+    pub guest_cgroups: bool,
 }
 
 fn default_mtu() -> u32 {
@@ -180,6 +184,7 @@ impl Default for DaemonConfig {
             hvm_path: pvnet_hvm::Path::Original,
             exit_cost_ns: 0,
             g2g: true,
+            guest_cgroups: false,
         }
     }
 }
