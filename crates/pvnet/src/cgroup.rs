@@ -6,7 +6,7 @@
 //! in proportion to it, whatever runs inside. Here a guest is a process (its netfront, whose
 //! TAP writes run the guest kernel's receive path) plus what a benchmark starts in its
 //! namespace (its receiver); without a group, the kernel's fair scheduler weighs each thread
-//! on its own. With `--guest-cgroups on`, `pvnet up` makes one group per run and under it one
+//! on its own. With `--guest-cgroups on` (the default), `pvnet up` makes one group per run and under it one
 //! per guest, `pvnet-<run id>/guest<i>`, with the default weight (cgroup v2 `cpu.weight` 100,
 //! or cgroup v1 `cpu.shares` 1024 when the cpu controller is bound to a v1 hierarchy, as on
 //! hosts mounting the hybrid layout), and puts each guest's netfront in its group; its
