@@ -223,4 +223,18 @@ mod tests {
         .unwrap();
         assert_eq!(c.mtu, 9000);
     }
+
+    #[test]
+    fn config_without_guest_cgroups_means_on() {
+        let mut v = serde_json::to_value(DaemonConfig {
+            guest_cgroups: false,
+            ..DaemonConfig::default()
+        })
+        .unwrap();
+        let off: DaemonConfig = serde_json::from_value(v.clone()).unwrap();
+        assert!(!off.guest_cgroups);
+        v.as_object_mut().unwrap().remove("guest_cgroups");
+        let c: DaemonConfig = serde_json::from_value(v).unwrap();
+        assert!(c.guest_cgroups);
+    }
 }

@@ -979,4 +979,26 @@ mod tests {
         assert!(plan(&["--placement", "free"]).is_err());
         assert!(plan(&["--guests", "2", "--placement", "split"]).is_err());
     }
+
+    #[test]
+    fn guest_cgroups_are_passed_on_or_left_to_the_daemon() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct B {
+            #[command(flatten)]
+            b: BenchArgs,
+        }
+        let plan = |args: &[&str]| {
+            let a = B::try_parse_from(["bench"].iter().chain(args))
+                .map_err(|e| e.to_string())?
+                .b;
+            Plan::new(&a)
+                .map(|p| p.params.measure.guest_cgroups)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(plan(&["--configs", "xen"]).unwrap(), None);
+        assert_eq!(plan(&["--guest-cgroups", "off"]).unwrap(), Some(false));
+        assert_eq!(plan(&["--guest-cgroups", "on"]).unwrap(), Some(true));
+        assert!(plan(&["--guest-cgroups", "maybe"]).is_err());
+    }
 }
