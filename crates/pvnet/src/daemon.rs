@@ -329,6 +329,8 @@ pub struct Daemon {
     hvms: BTreeMap<u16, hvm::HvmDomain>,
     /// `--guest-gro`: the kernel threads polling the guests' TAPs.
     guest_napi_pids: Vec<i32>,
+    /// `--guest-cgroups`: the PV guests' CPU groups (None: off, or no cpu controller).
+    guest_groups: Option<crate::cgroup::GuestGroups>,
     ep: Epoll,
     sigfd: SignalFd,
     admin: OwnedFd,
@@ -426,6 +428,7 @@ impl Daemon {
             relay_macs: BTreeMap::new(),
             hvms: BTreeMap::new(),
             guest_napi_pids: Vec::new(),
+            guest_groups: None,
             ep,
             sigfd,
             admin,
@@ -446,6 +449,20 @@ impl Daemon {
 
     fn start_pv(&mut self) -> Result<()> {
         self.open_ports()?;
+        if self.cfg.guest_cgroups && self.cfg.guests > 0 {
+            match crate::cgroup::GuestGroups::create(&self.cfg.id, self.cfg.guests) {
+                Ok(g) => {
+                    let (file, w) = g.kind().weight();
+                    eprintln!(
+                        "pvnet: guest cgroups: {} guests, {:?} {file} {w} each",
+                        self.cfg.guests,
+                        g.kind()
+                    );
+                    self.guest_groups = Some(g)
+                }
+                Err(e) => eprintln!("pvnet: --guest-cgroups: {e}; the guests run without groups"),
+            }
+        }
         for i in 0..self.cfg.guests + self.cfg.attach {
             let spawn = i < self.cfg.guests;
             self.create_guest(i, spawn)?;
@@ -793,6 +810,12 @@ impl Daemon {
         }
         let child = cmd.spawn().context("spawning a guest process")?;
         drop(ctl_guest);
+        if let Some(g) = self.guest_groups.as_ref() {
+            // cgroup.procs moves the whole process, threads it has started included; the
+            // threads it starts later inherit the group.
+            g.add(i, child.id())
+                .with_context(|| format!("putting guest {i} in its cgroup"))?;
+        }
         Ok(child)
     }
 
@@ -816,6 +839,9 @@ impl Daemon {
                 .collect(),
             pnic_if: self.testbed.dd_if.clone(),
             guest_napi_pids: self.guest_napi_pids.clone(),
+            guest_cgroups: (self.guest_groups.iter())
+                .flat_map(|g| g.paths().iter().map(|p| p.display().to_string()))
+                .collect(),
             // The guests' own processes: PV guests' netfronts and HVM guests' vCPU processes
             // (an HVM guest's device model runs in the driver domain).
             guest_pids: (self.vifs.values())
@@ -1737,6 +1763,9 @@ impl Daemon {
         self.vifs.clear();
         self.hvms.clear();
         self.dp.clear();
+        if let Some(mut g) = self.guest_groups.take() {
+            g.remove();
+        }
         if let Err(e) = self.testbed.teardown() {
             eprintln!("pvnet: teardown: {e:#}");
         }

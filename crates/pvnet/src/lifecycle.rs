@@ -120,6 +120,8 @@ pub fn down_ending(id: &str) -> Result<pvnet_testbed::procs::EndReport> {
     // Whatever a crashed daemon left behind.
     let t = pvnet_testbed::teardown_run(id, DEFAULT_GRACE, |_| false)?;
     report.merge(t.processes);
+    // A killed daemon's guest cgroups (`--guest-cgroups`), now that nothing runs in them.
+    crate::cgroup::remove_leftover(id);
     let _ = std::fs::remove_dir_all(rundir::run_dir(id));
     Ok(report)
 }

@@ -27,6 +27,10 @@ pub struct RunInfo {
     /// receive path as much as their own processes.
     #[serde(default)]
     pub guest_napi_pids: Vec<i32>,
+    /// `--guest-cgroups on`: each PV guest's CPU cgroup directory, by guest index (empty:
+    /// no groups).
+    #[serde(default)]
+    pub guest_cgroups: Vec<String>,
     /// Domains waiting for an external frontend: (domid, socket path).
     pub attach: Vec<(u16, String)>,
 }

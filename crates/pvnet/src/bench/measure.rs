@@ -50,6 +50,9 @@ pub struct Params {
     /// Where the guests' processes and their receivers run (`--placement` with several
     /// guests).
     pub placement: GuestPlacement,
+    /// `--guest-cgroups`: each guest's netfront and receiver in a CPU group of its own (None:
+    /// the daemon's default).
+    pub guest_cgroups: Option<bool>,
 }
 
 /// Where the receiving side's processes run when several guests stream at once: each
@@ -219,6 +222,7 @@ pub fn run_one(
         ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
         budget: p.budget,
         mtu: p.mtu,
+        guest_cgroups: p.guest_cgroups.unwrap_or(base_cfg.guest_cgroups),
         ..base_cfg
     };
     let (mut s, info) = testbed::with_testbed(&cfg, config, progress, |info| {
@@ -321,6 +325,13 @@ fn measure(
             Tool::Iperf3 => start_iperf3_server(srv_ns, srv_cpu, port)?,
         };
         wait_listening_on(srv_ns, &mut server, port)?;
+        // A receiving guest's receiver joins its guest's CPU group (`--guest-cgroups`).
+        if g2g_sender.is_none() && dir == Direction::Rx {
+            if let Some(dir) = info.guest_cgroups.get(i) {
+                crate::cgroup::join(std::path::Path::new(dir), server.pid() as u32)
+                    .with_context(|| format!("putting guest {i}'s receiver in its cgroup"))?;
+            }
+        }
         servers.push(server);
         senders.push(match p.tool {
             Tool::Builtin => {

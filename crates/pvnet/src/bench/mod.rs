@@ -139,6 +139,10 @@ pub struct BenchArgs {
     /// (1280 to 65535; the PV configurations stop at a TAP's 65521), as `pvnet up --mtu`.
     #[arg(long, default_value_t = crate::config::DEFAULT_MTU)]
     pub mtu: u32,
+    /// Each PV guest's netfront and its receiver in a CPU cgroup of its own with an equal
+    /// weight, as `pvnet up --guest-cgroups` (`on` or `off`; default: `pvnet up`'s).
+    #[arg(long, value_parser = crate::on_off)]
+    pub guest_cgroups: Option<bool>,
     /// The values of --sweep, comma-separated: microseconds for `timeout` (1 to 1000; default
     /// 10,22,46,100,215,464,1000), guests for `guests` (1 to 16; default 1,2,4,8), record
     /// sizes for `record-size` (bytes, or with K or M; default 1K,4K,16K,64K,256K,1M).
@@ -407,6 +411,7 @@ fn record_plan(args: &BenchArgs) -> Result<(records::RecordPlan, measure::Params
         budget: crate::config::check_budget(args.budget)?,
         mtu: crate::config::check_mtu(args.mtu)?,
         placement: measure::GuestPlacement::Same,
+        guest_cgroups: args.guest_cgroups,
     };
     Ok((plan, params))
 }
@@ -653,6 +658,7 @@ impl Plan {
                 budget,
                 mtu,
                 placement,
+                guest_cgroups: args.guest_cgroups,
             },
             paired_rounds: if configs.contains(&pair.0) && configs.contains(&pair.1) {
                 args.paired_rounds
@@ -972,5 +978,27 @@ mod tests {
         // One guest and no sweep of guests: nothing to place.
         assert!(plan(&["--placement", "free"]).is_err());
         assert!(plan(&["--guests", "2", "--placement", "split"]).is_err());
+    }
+
+    #[test]
+    fn guest_cgroups_are_passed_on_or_left_to_the_daemon() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct B {
+            #[command(flatten)]
+            b: BenchArgs,
+        }
+        let plan = |args: &[&str]| {
+            let a = B::try_parse_from(["bench"].iter().chain(args))
+                .map_err(|e| e.to_string())?
+                .b;
+            Plan::new(&a)
+                .map(|p| p.params.measure.guest_cgroups)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(plan(&["--configs", "xen"]).unwrap(), None);
+        assert_eq!(plan(&["--guest-cgroups", "off"]).unwrap(), Some(false));
+        assert_eq!(plan(&["--guest-cgroups", "on"]).unwrap(), Some(true));
+        assert!(plan(&["--guest-cgroups", "maybe"]).is_err());
     }
 }

@@ -86,6 +86,10 @@ pub fn results_json(run: &Run) -> Value {
             "rx_cpu": configs::RX_CPU,
             "tx_cpu": configs::TX_CPU,
             "guest_placement": p.measure.placement,
+            "guest_cgroups": p
+                .measure
+                .guest_cgroups
+                .unwrap_or(crate::config::DaemonConfig::default().guest_cgroups),
             "saturated_at": measure::SATURATED,
             "paired_rounds": p.paired_rounds,
             "paired_seconds": p.paired_seconds,
