@@ -137,7 +137,7 @@ enum Cmd {
         exit_cost_ns: u64,
         /// Guest-to-guest frames in one copy, grant to grant (`on`), or copied through a
         /// driver-domain buffer (`off`); `pvnet set --g2g` changes it later.
-        #[arg(long, value_parser = on_off, default_value = "on")]
+        #[arg(long, value_parser = on_off, default_value = "on", action = clap::ArgAction::Set)]
         g2g: bool,
         /// Each PV guest's processes (its netfront, and what is started in it through the
         /// bench) in a CPU cgroup of its own, `pvnet-<id>/guest<i>`, all with the same
@@ -1225,6 +1225,26 @@ mod tests {
             port_frames || grant == pvnet_dd::netback::Mechanism::Flip,
             port_gro || guest_gro,
         )
+    }
+
+    #[test]
+    fn up_takes_on_and_off_for_its_switches() {
+        let switches = |args: &[&str]| {
+            let Cmd::Up {
+                g2g, guest_cgroups, ..
+            } = parse(args).unwrap().cmd
+            else {
+                panic!("not up");
+            };
+            (g2g, guest_cgroups)
+        };
+        assert_eq!(switches(&["up"]), (true, true));
+        assert_eq!(switches(&["up", "--g2g", "off"]), (false, true));
+        assert_eq!(
+            switches(&["up", "--g2g", "on", "--guest-cgroups", "off"]),
+            (true, false)
+        );
+        assert!(parse(&["up", "--g2g", "maybe"]).is_err());
     }
 
     #[test]
