@@ -519,7 +519,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "Miri has no mincore")]
+    #[cfg_attr(miri, ignore = "needs mincore: not in Miri")]
     fn memory_is_allocated_when_the_domain_is_built() {
         let pages = 64;
         let m = GuestMemory::create("populated", pages).unwrap();
@@ -538,7 +538,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "Miri has no memfd, seals and file mappings")]
+    #[cfg_attr(miri, ignore = "needs memfd, seals or file mappings: not in Miri")]
     fn memfd_is_sealed() {
         let m = GuestMemory::create("t", 2).unwrap();
         assert!(nix::unistd::ftruncate(m.fd(), 4096).is_err());
@@ -550,7 +550,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "Miri has no memfd, seals and file mappings")]
+    #[cfg_attr(miri, ignore = "needs memfd, seals or file mappings: not in Miri")]
     fn from_fd_shares_memory() {
         let m = GuestMemory::create("t", 2).unwrap();
         let g = GuestMemory::from_fd(m.fd().try_clone_to_owned().unwrap()).unwrap();
@@ -562,7 +562,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "Miri has no memfd, seals and file mappings")]
+    #[cfg_attr(miri, ignore = "needs memfd, seals or file mappings: not in Miri")]
     fn from_fd_rejects_unsealed() {
         let fd = memfd_create("u", MFdFlags::MFD_CLOEXEC).unwrap();
         nix::unistd::ftruncate(&fd, 4096).unwrap();
@@ -571,7 +571,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "Miri has no memfd, seals and file mappings")]
+    #[cfg_attr(miri, ignore = "needs memfd, seals or file mappings: not in Miri")]
     fn from_fd_rejects_partial_page() {
         let fd = memfd_create("u", MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING).unwrap();
         nix::unistd::ftruncate(&fd, 4097).unwrap();
@@ -590,7 +590,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "Miri has no memfd, seals and file mappings")]
+    #[cfg_attr(miri, ignore = "needs memfd, seals or file mappings: not in Miri")]
     fn page_mapping_rw_sees_guest_writes() {
         let m = GuestMemory::create("t", 3).unwrap();
         let pm = PageMapping::new(m.fd(), Pfn(1), true).unwrap();
@@ -608,14 +608,14 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "Miri has no memfd, seals and file mappings")]
+    #[cfg_attr(miri, ignore = "needs memfd, seals or file mappings: not in Miri")]
     fn page_mapping_beyond_end_rejected() {
         let m = GuestMemory::create("t", 3).unwrap();
         assert!(PageMapping::new(m.fd(), Pfn(3), false).is_err());
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "Miri has no memfd, seals and file mappings")]
+    #[cfg_attr(miri, ignore = "needs memfd, seals or file mappings: not in Miri")]
     #[should_panic(expected = "read-only")]
     fn page_mapping_readonly_is_not_ring_memory() {
         let m = GuestMemory::create("t", 1).unwrap();
