@@ -33,8 +33,6 @@ use pvnet_dd::lro::{Config, Lro, Mode, Policy, HOLD_LIMIT_US};
 use pvnet_dd::packet::Packet;
 use pvnet_wire::vnet::{self, VirtioNetHdr};
 
-
-
 fn chain(i: u8) -> Vec<(u8, Vec<u8>)> {
     match i % 3 {
         0 => Vec::new(),

@@ -24,7 +24,6 @@ const CR: [u8; 12] = [
     0x21, 0x22, 0x62, 0xa2, 0xe2, 0x0a, 0x12, 0x1a, 0x26, 0x20, 0x61, 0x25,
 ];
 
-
 fn width(u: &mut Unstructured<'_>) -> Result<Width> {
     Ok(*u.choose(&[Width::W1, Width::W2, Width::W4])?)
 }

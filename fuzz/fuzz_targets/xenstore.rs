@@ -18,7 +18,7 @@
 
 #![no_main]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
@@ -88,14 +88,30 @@ fn may_write(who: DomId, p: &str) -> bool {
     who == DomId::DRIVER || (p != own && is_under(p, &own))
 }
 
-/// Every node and value, as the driver domain sees them.
-fn dump(s: &mut Store) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
+/// Every node and value outside `own` (and `own` itself) into `out`, length-prefixed (values
+/// may hold any character), in path order: two such buffers are equal exactly when the trees
+/// agree outside `own`. Straight from [`Store::nodes`], into a buffer kept across steps.
+fn outside(s: &Store, own: &str, out: &mut Vec<u8>) {
+    out.clear();
+    for (k, v) in s.nodes() {
+        if !is_under(k, own) || k == own {
+            for x in [k, v] {
+                out.extend_from_slice(&x.len().to_le_bytes());
+                out.extend_from_slice(x.as_bytes());
+            }
+        }
+    }
+}
+
+/// Every node and value, as the driver domain sees them through its requests (`directory` and
+/// `read`, which `Store::handle` dispatches to for `XS_DIRECTORY` and `XS_READ`).
+fn dump(s: &Store) -> Vec<(String, String)> {
+    let mut out = Vec::new();
     let mut todo = vec!["/".to_string()];
     while let Some(dir) = todo.pop() {
-        let kids = match s.handle(DomId::DRIVER, XsRequest::Directory { path: dir.clone() }) {
-            XsReply::List(k) => k,
-            other => panic!("driver cannot list {dir}: {other:?}"),
+        let kids = match s.directory(DomId::DRIVER, &dir) {
+            Ok(k) => k,
+            Err(e) => panic!("driver cannot list {dir}: {e:?}"),
         };
         for k in kids {
             let p = if dir == "/" {
@@ -103,18 +119,18 @@ fn dump(s: &mut Store) -> BTreeMap<String, String> {
             } else {
                 format!("{dir}/{k}")
             };
-            match s.handle(DomId::DRIVER, XsRequest::Read { path: p.clone() }) {
-                XsReply::Value(Some(v)) => out.insert(p.clone(), v),
+            match s.read(DomId::DRIVER, &p) {
+                Ok(Some(v)) => out.push((p.clone(), v)),
                 other => panic!("listed node {p} does not read: {other:?}"),
             };
             todo.push(p);
         }
     }
+    out.sort_unstable();
     out
 }
 
-fn run(u: &mut Unstructured<'_>) -> Result<()> {
-    let mut s = Store::new();
+fn run(u: &mut Unstructured<'_>, s: &mut Store) -> Result<()> {
     // The toolstack's usual layout, so guests have something to poke at.
     for d in 1..=3 {
         for (p, v) in [
@@ -136,6 +152,7 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
     let mut watches: BTreeSet<(u16, String, String)> = BTreeSet::new();
     // (owner, token) of every watch ever registered: events may outlive their watch.
     let mut ever: BTreeSet<(u16, String)> = BTreeSet::new();
+    let (mut before, mut after) = (Vec::new(), Vec::new());
     let mut steps = 0;
     while !u.is_empty() && steps < 100 {
         steps += 1;
@@ -168,11 +185,10 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
                 }
             }
         };
-        let before = if who != DomId::DRIVER {
-            Some(dump(&mut s))
-        } else {
-            None
-        };
+        let own = format!("/local/domain/{}", who.0);
+        if who != DomId::DRIVER {
+            outside(s, &own, &mut before);
+        }
         let reply = s.handle(who, req.clone());
         let ok = !matches!(reply, XsReply::Err(_));
         match &req {
@@ -228,18 +244,11 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
                 }
             }
         }
-        if let Some(before) = before {
+        if who != DomId::DRIVER {
             // Nothing outside the guest's own subtree changed.
-            let own = format!("/local/domain/{}", who.0);
-            let after = dump(&mut s);
-            let outside = |m: &BTreeMap<String, String>| -> Vec<(String, String)> {
-                m.iter()
-                    .filter(|(k, _)| !is_under(k, &own) || **k == own)
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            };
+            outside(s, &own, &mut after);
             assert!(
-                outside(&before) == outside(&after),
+                before == after,
                 "{who:?} changed a node outside its subtree"
             );
         }
@@ -280,6 +289,21 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
     Ok(())
 }
 
+/// The tree as the driver domain walks it (every listed node reads, every node lists) is the
+/// store's whole tree. Once per input, after [`run`] however it ended.
+fn whole_tree(s: &Store) {
+    let walked = dump(s);
+    assert!(
+        walked
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .eq(s.nodes()),
+        "the tree walked by directory and read is not the store's"
+    );
+}
+
 fuzz_target!(|data: &[u8]| {
-    let _ = run(&mut Unstructured::new(data));
+    let mut s = Store::new();
+    let _ = run(&mut Unstructured::new(data), &mut s);
+    whole_tree(&s);
 });

@@ -82,6 +82,27 @@ impl MockFrontend {
         Self::connect_config(data_pages, features, RingIdx(0), config)
     }
 
+    /// Starts over on the same guest memory, as if [`MockFrontend::connect_at`] had created it:
+    /// every page is zeroed, and the hypervisor, grant table, rings, event channel and netback
+    /// are new. What the old netback held (its ring mappings, queued packets, counters) goes
+    /// with it; nothing of the previous connection is visible to the new one. For fuzz targets,
+    /// which would otherwise create and map a memfd per input.
+    pub fn reconnect_at(
+        self,
+        features: Features,
+        start: RingIdx,
+    ) -> io::Result<(MockFrontend, Netback)> {
+        let MockFrontend {
+            mem, data_pages, ..
+        } = self;
+        let zero = [0u8; PAGE_SIZE];
+        for pfn in 0..mem.pages() {
+            mem.write(Pfn(pfn), 0, &zero)
+                .map_err(|e| other(format!("zeroing page {pfn}: {e:?}")))?;
+        }
+        Self::connect_mem(mem, data_pages, features, start, Config::default())
+    }
+
     fn connect_config(
         data_pages: u32,
         features: Features,
@@ -90,6 +111,16 @@ impl MockFrontend {
     ) -> io::Result<(MockFrontend, Netback)> {
         let pages = FIRST_DATA_PFN + data_pages;
         let mem = Arc::new(GuestMemory::create("mock-guest", pages)?);
+        Self::connect_mem(mem, data_pages, features, start, config)
+    }
+
+    fn connect_mem(
+        mem: Arc<GuestMemory>,
+        data_pages: u32,
+        features: Features,
+        start: RingIdx,
+        config: Config,
+    ) -> io::Result<(MockFrontend, Netback)> {
         let hv = Arc::new(Hypervisor::new());
         hv.add_domain(MOCK_DOMID, mem.clone(), MOCK_GRANT_FRAMES);
         let mut gnt = GuestGrantTable::new(mem.clone(), MOCK_GRANT_FRAMES);

@@ -9,7 +9,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-fn eventfd() -> io::Result<OwnedFd> {
+pub(crate) fn eventfd() -> io::Result<OwnedFd> {
     // SAFETY: plain syscall with no pointer arguments.
     let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
     if fd < 0 {

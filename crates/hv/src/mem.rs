@@ -9,6 +9,14 @@
 //! move through `ptr::copy_nonoverlapping` on raw pointers, shared words through atomics
 //! (see [`crate::grant`]). A concurrent writer in the other process can make a copy observe a mix
 //! of old and new bytes; callers copy once, then validate (docs/architecture.md, "Invariants").
+//!
+//! Under Miri (`cfg(miri)`), which has neither `memfd_create` nor shared file mappings,
+//! [`GuestMemory::create`] takes zeroed, page-aligned heap pages instead, and
+//! [`GuestMemory::map_page`] hands out a view of the same pages (kept alive by the view, as a
+//! real mapping keeps its page): that lets the unit tests of the grant tables and rings, which
+//! only create memory and map its pages, run under Miri. The memfd there is a stand-in (an
+//! eventfd): what needs the real file (`from_fd`, `PageMapping::new`, sealing, passing the fd to
+//! another process) still needs a real kernel.
 
 use std::io;
 use std::num::NonZeroUsize;
@@ -43,6 +51,9 @@ pub enum MemError {
 pub struct GuestMemory {
     fd: OwnedFd,
     base: NonNull<u8>,
+    /// Under Miri: the heap pages `base` points into.
+    #[cfg(miri)]
+    heap: Arc<miri_heap::HeapPages>,
     pages: u32,
     /// The flip window, if this guest runs `flip`: its pages are machine frames
     /// ([`crate::frames`]) mapped over this memory's own pages.
@@ -110,7 +121,24 @@ fn size_and_shrink_seal(fd: BorrowedFd<'_>) -> io::Result<(u64, bool)> {
 }
 
 impl GuestMemory {
+    /// Under Miri: `pages` zeroed heap pages (see the module docs).
+    #[cfg(miri)]
+    pub fn create(_name: &str, pages: u32) -> io::Result<GuestMemory> {
+        if pages == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "zero pages"));
+        }
+        let heap = Arc::new(miri_heap::HeapPages::new(pages)?);
+        Ok(GuestMemory {
+            fd: crate::evtchn::eventfd()?,
+            base: heap.base,
+            heap,
+            pages,
+            frames: OnceLock::new(),
+        })
+    }
+
     /// Creates `pages` pages of zeroed guest memory, sealed against resizing.
+    #[cfg(not(miri))]
     pub fn create(name: &str, pages: u32) -> io::Result<GuestMemory> {
         if pages == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "zero pages"));
@@ -148,6 +176,9 @@ impl GuestMemory {
         // the first stream pays a page fault for every buffer page, in the daemon's grant
         // copies and again in the guest, while the wire keeps filling the packet ring.
         let base = map_shared(fd.as_fd(), len, 0, true, true)?;
+        #[cfg(miri)]
+        unreachable!("Miri cannot map {base:?}");
+        #[cfg(not(miri))]
         Ok(GuestMemory {
             fd,
             base,
@@ -199,11 +230,25 @@ impl GuestMemory {
             let w = self.frames().expect("checked");
             let offset = u64::from(mfn.0) * PAGE_SIZE as u64;
             let ptr = map_shared(w.machine_fd(), PAGE_SIZE, offset, writable, false)?;
-            return Ok(PageMapping { ptr, writable });
+            return Ok(PageMapping {
+                ptr,
+                writable,
+                #[cfg(miri)]
+                heap: None,
+            });
         }
-        let offset = u64::from(pfn.0) * PAGE_SIZE as u64;
-        let ptr = map_shared(self.fd.as_fd(), PAGE_SIZE, offset, writable, false)?;
-        Ok(PageMapping { ptr, writable })
+        #[cfg(miri)]
+        return Ok(PageMapping {
+            ptr: NonNull::new(self.page_ptr(pfn).expect("pfn checked")).expect("non-null"),
+            writable,
+            heap: Some(self.heap.clone()),
+        });
+        #[cfg(not(miri))]
+        {
+            let offset = u64::from(pfn.0) * PAGE_SIZE as u64;
+            let ptr = map_shared(self.fd.as_fd(), PAGE_SIZE, offset, writable, false)?;
+            Ok(PageMapping { ptr, writable })
+        }
     }
 
     /// The memfd, to pass to the guest process or to map single pages.
@@ -260,6 +305,8 @@ impl GuestMemory {
 
 impl Drop for GuestMemory {
     fn drop(&mut self) {
+        #[cfg(miri)]
+        return; // The heap pages go with the last of `heap`'s owners.
         let len = self.pages as usize * PAGE_SIZE;
         // SAFETY: `base`/`len` is exactly the mapping made in `map`, and no pointer derived from
         // it outlives `self` (OwnPage holds an Arc).
@@ -307,6 +354,9 @@ unsafe impl pvnet_netif::RingMemory for OwnPage {
 pub struct PageMapping {
     ptr: NonNull<u8>,
     writable: bool,
+    /// Under Miri: the heap pages of a [`GuestMemory::map_page`] view (kept alive by it).
+    #[cfg(miri)]
+    heap: Option<Arc<miri_heap::HeapPages>>,
 }
 
 // SAFETY: the mapping is owned by this value and only accessed through raw pointers.
@@ -327,7 +377,12 @@ impl PageMapping {
             return Err(invalid("page beyond end of file"));
         }
         let ptr = map_shared(fd, PAGE_SIZE, offset, writable, false)?;
-        Ok(PageMapping { ptr, writable })
+        Ok(PageMapping {
+            ptr,
+            writable,
+            #[cfg(miri)]
+            heap: None,
+        })
     }
 
     /// The first byte of the mapped page (page aligned, 4096 bytes; writable only if
@@ -344,6 +399,10 @@ impl PageMapping {
 
 impl Drop for PageMapping {
     fn drop(&mut self) {
+        #[cfg(miri)]
+        if self.heap.is_some() {
+            return; // A view of heap pages, not a mapping.
+        }
         // SAFETY: exactly the one-page mapping made in `new`, owned by `self`.
         let _ = unsafe { munmap(self.ptr.cast(), PAGE_SIZE) };
     }
@@ -357,6 +416,45 @@ unsafe impl pvnet_netif::RingMemory for PageMapping {
     fn page_ptr(&self) -> *mut u8 {
         assert!(self.writable, "ring memory on a read-only page mapping");
         self.ptr()
+    }
+}
+
+/// Heap pages standing in for a shared mapping under Miri (see the module docs).
+#[cfg(miri)]
+mod miri_heap {
+    use std::alloc::{alloc_zeroed, dealloc, Layout};
+    use std::io;
+    use std::ptr::NonNull;
+
+    use crate::PAGE_SIZE;
+
+    #[derive(Debug)]
+    pub struct HeapPages {
+        pub base: NonNull<u8>,
+        layout: Layout,
+    }
+
+    // SAFETY: as for `GuestMemory`: the pages are only accessed through raw pointers and atomics.
+    unsafe impl Send for HeapPages {}
+    // SAFETY: as for `Send`.
+    unsafe impl Sync for HeapPages {}
+
+    impl HeapPages {
+        pub fn new(pages: u32) -> io::Result<HeapPages> {
+            let layout = Layout::from_size_align(pages as usize * PAGE_SIZE, PAGE_SIZE)
+                .map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
+            // SAFETY: `layout` has a non-zero size (pages > 0, checked by the caller).
+            let base = NonNull::new(unsafe { alloc_zeroed(layout) })
+                .ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
+            Ok(HeapPages { base, layout })
+        }
+    }
+
+    impl Drop for HeapPages {
+        fn drop(&mut self) {
+            // SAFETY: allocated in `new` with this layout, freed once (here).
+            unsafe { dealloc(self.base.as_ptr(), self.layout) };
+        }
     }
 }
 
@@ -421,6 +519,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "needs mincore: not in Miri")]
     fn memory_is_allocated_when_the_domain_is_built() {
         let pages = 64;
         let m = GuestMemory::create("populated", pages).unwrap();
@@ -439,6 +538,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "needs memfd, seals or file mappings: not in Miri")]
     fn memfd_is_sealed() {
         let m = GuestMemory::create("t", 2).unwrap();
         assert!(nix::unistd::ftruncate(m.fd(), 4096).is_err());
@@ -450,6 +550,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "needs memfd, seals or file mappings: not in Miri")]
     fn from_fd_shares_memory() {
         let m = GuestMemory::create("t", 2).unwrap();
         let g = GuestMemory::from_fd(m.fd().try_clone_to_owned().unwrap()).unwrap();
@@ -461,6 +562,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "needs memfd, seals or file mappings: not in Miri")]
     fn from_fd_rejects_unsealed() {
         let fd = memfd_create("u", MFdFlags::MFD_CLOEXEC).unwrap();
         nix::unistd::ftruncate(&fd, 4096).unwrap();
@@ -469,6 +571,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "needs memfd, seals or file mappings: not in Miri")]
     fn from_fd_rejects_partial_page() {
         let fd = memfd_create("u", MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING).unwrap();
         nix::unistd::ftruncate(&fd, 4097).unwrap();
@@ -487,6 +590,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "needs memfd, seals or file mappings: not in Miri")]
     fn page_mapping_rw_sees_guest_writes() {
         let m = GuestMemory::create("t", 3).unwrap();
         let pm = PageMapping::new(m.fd(), Pfn(1), true).unwrap();
@@ -504,12 +608,14 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "needs memfd, seals or file mappings: not in Miri")]
     fn page_mapping_beyond_end_rejected() {
         let m = GuestMemory::create("t", 3).unwrap();
         assert!(PageMapping::new(m.fd(), Pfn(3), false).is_err());
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "needs memfd, seals or file mappings: not in Miri")]
     #[should_panic(expected = "read-only")]
     fn page_mapping_readonly_is_not_ring_memory() {
         let m = GuestMemory::create("t", 1).unwrap();

@@ -19,6 +19,7 @@
 //! (the oldest events are dropped past the bound, counted by [`Store::dropped_events`]).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
 
 use serde::{Deserialize, Serialize};
 
@@ -277,14 +278,38 @@ impl Store {
         } else {
             format!("{path}/")
         };
-        Ok(self
-            .nodes
-            .range(prefix.clone()..)
-            .take_while(|(k, _)| k.starts_with(&prefix))
-            .map(|(k, _)| &k[prefix.len()..])
-            .filter(|rest| !rest.contains('/'))
-            .map(str::to_string)
-            .collect())
+        // Children only, in path order, without walking their subtrees: the keys that start
+        // with `prefix + child + "/"` are exactly those from there up to (excluding)
+        // `prefix + child + "0"` ('0' follows '/'), so on meeting one the search jumps past
+        // them all. Listing a node costs O(children · log n), not O(descendants): the driver
+        // domain lists `/` and large subtrees, and a guest may build deep ones.
+        let mut out = Vec::new();
+        let mut from = (Bound::Included(prefix.clone()), Bound::Unbounded);
+        while let Some((k, _)) = self.nodes.range::<String, _>(from.clone()).next() {
+            let Some(rest) = k.strip_prefix(&prefix) else {
+                break;
+            };
+            from = match rest.find('/') {
+                None => {
+                    out.push(rest.to_string());
+                    (Bound::Excluded(k.clone()), Bound::Unbounded)
+                }
+                Some(i) => (
+                    Bound::Included(format!("{prefix}{}0", &rest[..i])),
+                    Bound::Unbounded,
+                ),
+            };
+        }
+        Ok(out)
+    }
+
+    /// Every node and its value, in path order, as the driver domain sees them (tests and
+    /// fuzz targets compare whole trees with it; the root, which holds no value, is not
+    /// listed).
+    pub fn nodes(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.nodes
+            .iter()
+            .map(|(k, n)| (k.as_str(), n.value.as_str()))
     }
 
     /// Registers a watch; it fires once immediately.
@@ -547,6 +572,82 @@ mod tests {
             Vec::<String>::new()
         );
         assert_eq!(s.directory(DomId::DRIVER, "/x"), Err(StoreError::NotFound));
+    }
+
+    #[test]
+    fn directory_lists_children_around_names_that_sort_near_the_separator() {
+        // '-' and '.' sort before '/', '0' right after it: the children's subtrees interleave
+        // with their siblings in path order.
+        let mut s = Store::new();
+        for p in [
+            "/p/a/x/y", "/p/a-b/x", "/p/a.b", "/p/a0/z", "/p/b", "/p/a/-", "/p/a/0", "/pa", "/p-q",
+        ] {
+            s.write(DomId::DRIVER, p, "v").unwrap();
+        }
+        assert_eq!(
+            s.directory(DomId::DRIVER, "/p").unwrap(),
+            ["a", "a-b", "a.b", "a0", "b"]
+        );
+        assert_eq!(s.directory(DomId::DRIVER, "/p/a").unwrap(), ["-", "0", "x"]);
+        assert_eq!(s.directory(DomId::DRIVER, "/").unwrap(), ["p", "p-q", "pa"]);
+    }
+
+    /// Children by brute force: every node whose parent is `path`.
+    fn children_naive(s: &Store, path: &str) -> Vec<String> {
+        let prefix = if path == "/" {
+            "/".to_string()
+        } else {
+            format!("{path}/")
+        };
+        s.nodes()
+            .filter_map(|(k, _)| k.strip_prefix(&prefix))
+            .filter(|rest| !rest.contains('/'))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn directory_of_every_node_matches_brute_force() {
+        // A few hundred nodes from a fixed pseudo-random walk over a small alphabet (names
+        // that share prefixes and sort around '/').
+        let mut s = Store::new();
+        let names = ["a", "a-", "a.", "a0", "ab", "b", "-", "0", "a/a"];
+        let mut x: u32 = 12345;
+        let mut next = |n: usize| {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            (x >> 16) as usize % n
+        };
+        for _ in 0..300 {
+            let mut p = String::new();
+            for _ in 0..=next(5) {
+                p.push('/');
+                p.push_str(names[next(names.len())]);
+            }
+            s.write(DomId::DRIVER, &p, "v").unwrap();
+        }
+        let all: Vec<String> = s.nodes().map(|(k, _)| k.to_string()).collect();
+        assert!(all.len() > 100, "{} nodes", all.len());
+        for p in std::iter::once("/".to_string()).chain(all) {
+            assert_eq!(
+                s.directory(DomId::DRIVER, &p).unwrap(),
+                children_naive(&s, &p),
+                "{p}"
+            );
+        }
+    }
+
+    #[test]
+    fn nodes_lists_every_node_and_value_in_path_order() {
+        let mut s = Store::new();
+        s.write(DomId::DRIVER, "/a/b", "x").unwrap();
+        s.write(DomId::DRIVER, "/a-c", "y").unwrap();
+        s.write(DomId(1), "/a/b", "z").unwrap_err();
+        assert_eq!(
+            s.nodes().collect::<Vec<_>>(),
+            [("/a", ""), ("/a-c", "y"), ("/a/b", "x")]
+        );
+        s.rm(DomId::DRIVER, "/a").unwrap();
+        assert_eq!(s.nodes().collect::<Vec<_>>(), [("/a-c", "y")]);
     }
 
     #[test]

@@ -44,18 +44,27 @@ pub fn eth(ethertype: u16, ip: &[u8]) -> Vec<u8> {
     f
 }
 
-/// RFC 1071 reference: 16-bit words one at a time, end-around carry after every add.
+/// RFC 1071 reference: the one's-complement sum of the big-endian 16-bit words (an odd last
+/// byte padded with zero), written plainly and independently of [`crate::checksum`].
+///
+/// The carries out of bit 15 are added back once at the end rather than after every add; RFC
+/// 1071 §2(C) ("deferred carries") shows the result is the same, and
+/// `slow_sum_is_the_add_with_carry_definition` checks it against the add-every-time form. Eight
+/// bytes per step: the fuzz targets call this on every frame they build and check, under
+/// coverage instrumentation that costs a callback per comparison.
 pub fn slow_sum(data: &[u8]) -> u16 {
-    let mut s: u32 = 0;
-    let mut i = 0;
-    while i < data.len() {
-        let hi = u32::from(data[i]) << 8;
-        let lo = data.get(i + 1).map_or(0, |&b| u32::from(b));
-        s += hi | lo;
-        if s > 0xffff {
-            s = (s & 0xffff) + 1;
-        }
-        i += 2;
+    let word = |hi: u8, lo: u8| u64::from(u16::from_be_bytes([hi, lo]));
+    let mut s: u64 = 0;
+    let mut quads = data.chunks_exact(8);
+    for q in &mut quads {
+        s += word(q[0], q[1]) + word(q[2], q[3]) + word(q[4], q[5]) + word(q[6], q[7]);
+    }
+    for w in quads.remainder().chunks(2) {
+        s += word(w[0], w.get(1).copied().unwrap_or(0));
+    }
+    // At most 2^61 bytes fit in memory, so `s` cannot overflow; fold the carries back in.
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
     }
     s as u16
 }
@@ -97,4 +106,57 @@ pub fn tcp4(seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
     let c = !slow_sum(&pseudo);
     t[16..18].copy_from_slice(&c.to_be_bytes());
     p
+}
+
+#[cfg(test)]
+mod slow_sum_tests {
+    use super::slow_sum;
+
+    /// RFC 1071 word by word, end-around carry after every add.
+    fn add_with_carry(data: &[u8]) -> u16 {
+        let mut s: u32 = 0;
+        for w in data.chunks(2) {
+            s += u32::from(w[0]) << 8 | u32::from(w.get(1).copied().unwrap_or(0));
+            if s > 0xffff {
+                s = (s & 0xffff) + 1;
+            }
+        }
+        s as u16
+    }
+
+    #[test]
+    fn slow_sum_is_the_add_with_carry_definition() {
+        let mut x: u32 = 7;
+        let mut cases: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0],
+            vec![0xff],
+            vec![0; 9],
+            vec![0xff; 1],
+            vec![0xff; 2],
+            vec![0xff; 17],
+            vec![0xff; 70_000],
+            vec![0xfe, 0xff, 0x00, 0x01],
+        ];
+        for len in 0..300 {
+            cases.push(
+                (0..len)
+                    .map(|_| {
+                        x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                        (x >> 16) as u8
+                    })
+                    .collect(),
+            );
+        }
+        for d in &cases {
+            assert_eq!(slow_sum(d), add_with_carry(d), "{} bytes", d.len());
+        }
+        // Known values: RFC 1071 §3's example words sum to 0xddf2.
+        assert_eq!(
+            slow_sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
+            0xddf2
+        );
+        assert_eq!(slow_sum(&[0xff; 70_000]), 0xffff);
+        assert_eq!(slow_sum(&[0, 0, 0]), 0);
+    }
 }
