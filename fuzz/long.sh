@@ -3,9 +3,9 @@
 # other, one process, at nice 19: never -jobs/-fork, the machine is shared.
 #
 # Built without AddressSanitizer (`-s none`, into target/long/ so the CI build is left alone):
-# the targets are safe Rust apart from hv's documented unsafe blocks on mmap'ed guest memory,
-# which ASan does not track anyway; it costs 3-6x per execution (docs/fuzzing.md). Every
-# harness assertion, bounds check and overflow check stays. CI (ci.sh) keeps ASan.
+# 3-6x fewer cycles per execution (docs/fuzzing.md). Every harness assertion, bounds check and
+# overflow check stays; what is given up is ASan's watch over the documented unsafe copies
+# (a heap overflow there goes unnoticed unless it crashes). CI (ci.sh) keeps ASan.
 #
 # Each run starts from a copy of corpus/<target>/ (the committed corpus is left as it is) and
 # writes its log to long/<target>.log; a crash leaves its reproducer in long/artifacts/<target>/.
