@@ -519,8 +519,14 @@ fn measure(
         // The guest: its netfront process (whose TAP writes run the guest kernel's receive
         // path), the threads polling its TAP (guest-gro) and the receiver; the driver domain:
         // the rest of the receiving CPU but the port's receive work.
-        s.guest_ns = (guest_pids.iter().map(|q| pid_ns(*q)).sum::<u64>() + s.guest_napi_ns)
-            .min(d.busy_ns - port_ns);
+        // The kernel charges the port's softirq to whatever task it interrupted (the
+        // netfront or the daemon) as well as to the softirq count, so the two tasks' times
+        // can add up to more than the port leaves. Then the rest is shared between them in
+        // proportion to their own times, rather than all of it to one (which showed the
+        // other as 0.00).
+        let rest = d.busy_ns - port_ns;
+        let guest_raw = guest_pids.iter().map(|q| pid_ns(*q)).sum::<u64>() + s.guest_napi_ns;
+        s.guest_ns = split_rest(rest, guest_raw, daemon_ns);
         s.driver_ns = d.busy_ns - port_ns - s.guest_ns;
         s.cycles_per_byte_driver = Some(cpb(s.driver_ns));
         s.cycles_per_byte_guest = Some(cpb(s.guest_ns));
@@ -914,6 +920,18 @@ pub fn proc_counter(text: &str, section: &str, name: &str) -> Option<u64> {
     v.parse().ok()
 }
 
+/// The guest's share of `rest` (the receiving CPU's busy time less the port's): its own task
+/// time while the guest's and the daemon's together fit in `rest`, else `rest` shared in
+/// proportion to the two (both include interrupted softirq time).
+fn split_rest(rest: u64, guest: u64, daemon: u64) -> u64 {
+    let both = guest as u128 + daemon as u128;
+    if both <= rest as u128 {
+        guest
+    } else {
+        (rest as u128 * guest as u128 / both) as u64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -925,6 +943,18 @@ mod tests {
         assert_eq!(cpus(GuestPlacement::Free), [rx | tx; 4]);
         assert_eq!(GuestPlacement::parse("free").unwrap(), GuestPlacement::Free);
         assert!(GuestPlacement::parse("both").is_err());
+    }
+
+    #[test]
+    fn the_rest_of_the_cpu_is_shared_between_guest_and_daemon_when_they_overlap() {
+        // Both fit: the guest keeps its own time, the driver domain gets the rest.
+        assert_eq!(split_rest(100, 30, 50), 30);
+        // They add up to more than the rest (both were charged the port's softirq): shared
+        // in proportion, neither shown as zero.
+        assert_eq!(split_rest(100, 90, 60), 60);
+        assert_eq!(split_rest(100, 0, 150), 0);
+        assert_eq!(split_rest(0, 10, 10), 0);
+        assert_eq!(split_rest(u64::MAX, u64::MAX, u64::MAX), u64::MAX / 2);
     }
 
     #[test]
