@@ -41,6 +41,35 @@ impl Mapping {
         Mapping { base, len }
     }
 
+    /// Maps the `len`-byte receive ring of the packet socket `fd` (on which `PACKET_RX_RING`
+    /// was set): V2 slots or V3 blocks alike. The ring pages are kernel memory inserted at
+    /// mmap time: no populate or lock needed.
+    pub(crate) fn of_socket_ring(
+        fd: std::os::fd::BorrowedFd<'_>,
+        len: usize,
+    ) -> std::io::Result<Arc<Mapping>> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a fresh shared mapping of the socket's ring; the kernel validates fd and
+        // length.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let base =
+            NonNull::new(p.cast::<u8>()).ok_or_else(|| std::io::Error::other("mmap gave NULL"))?;
+        // SAFETY: a mapping just created by mmap, owned by nothing else.
+        Ok(Arc::new(unsafe { Mapping::new(base, len) }))
+    }
+
     pub(crate) fn base(&self) -> *mut u8 {
         self.base.as_ptr()
     }

@@ -13,7 +13,7 @@
 
 use std::cell::Cell;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -295,25 +295,7 @@ impl Drop for Release<'_> {
 impl Ring {
     /// Maps the ring of `fd` (on which `PACKET_RX_RING` was set with `geo`).
     pub fn map(fd: BorrowedFd<'_>, geo: Geometry) -> io::Result<Ring> {
-        // The ring pages are kernel memory inserted at mmap time: no populate or lock needed.
-        // SAFETY: a fresh shared mapping of the socket's ring; the kernel validates fd and length.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                geo.map_len(),
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base =
-            NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave NULL"))?;
-        // SAFETY: a mapping just created by mmap, owned by nothing else.
-        let map = Arc::new(unsafe { Mapping::new(base, geo.map_len()) });
+        let map = Mapping::of_socket_ring(fd, geo.map_len())?;
         Ok(Ring {
             map,
             geo,
