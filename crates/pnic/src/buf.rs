@@ -342,7 +342,7 @@ impl Buf {
 
 /// A private anonymous mapping of `len` bytes (a stand-in for the ring in tests).
 #[cfg(any(test, feature = "fixtures"))]
-fn anon_mapping(len: usize) -> Arc<Mapping> {
+pub(crate) fn anon_mapping(len: usize) -> Arc<Mapping> {
     // SAFETY: a fresh private anonymous mapping; no pointer into it exists yet.
     let p = unsafe {
         libc::mmap(

@@ -659,31 +659,17 @@ mod tests {
 
     /// A ring over hand-built blocks in an anonymous mapping.
     fn ring_of(blocks: &[Vec<u8>], block_size: usize) -> Ring3 {
-        let len = block_size * blocks.len();
-        // SAFETY: a fresh anonymous private mapping.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
+        let map = crate::buf::anon_mapping(block_size * blocks.len());
         for (i, b) in blocks.iter().enumerate() {
             // SAFETY: block i lies inside the fresh mapping; nothing else refers to it.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     b.as_ptr(),
-                    p.cast::<u8>().add(i * block_size),
+                    map.base().add(i * block_size),
                     block_size,
                 )
             };
         }
-        // SAFETY: a mapping just created, owned by nothing else.
-        let map = Arc::new(unsafe { Mapping::new(NonNull::new(p.cast()).unwrap(), len) });
         Ring3::over(
             map,
             BlockGeometry {
