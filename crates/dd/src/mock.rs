@@ -451,3 +451,14 @@ impl TapPort for MockTap {
         Ok(n)
     }
 }
+
+/// What most mock frontends negotiate: scatter-gather, IPv4 TSO and RX notifications (no IPv6
+/// GSO), the features the dd tests attach with.
+pub fn sg_tso4_features() -> Features {
+    Features {
+        sg: true,
+        gso_tcpv4: true,
+        gso_tcpv6: false,
+        rx_notify: true,
+    }
+}

@@ -17,12 +17,7 @@ use pvnet_dd::packet::Packet;
 use pvnet_wire::vnet::VirtioNetHdr;
 
 fn features() -> Features {
-    Features {
-        sg: true,
-        gso_tcpv4: true,
-        gso_tcpv6: false,
-        rx_notify: true,
-    }
+    pvnet_dd::mock::sg_tso4_features()
 }
 
 fn frame(len: usize, seed: u32) -> Packet {

@@ -26,12 +26,7 @@ use ring_common::*;
 const POOL: u32 = 64;
 
 fn features() -> Features {
-    Features {
-        sg: true,
-        gso_tcpv4: true,
-        gso_tcpv6: false,
-        rx_notify: true,
-    }
+    pvnet_dd::mock::sg_tso4_features()
 }
 
 struct World {

@@ -23,12 +23,7 @@ use ring_common::*;
 // ------------------------------------------------------------------------------ harness
 
 fn features() -> Features {
-    Features {
-        sg: true,
-        gso_tcpv4: true,
-        gso_tcpv6: false,
-        rx_notify: true,
-    }
+    pvnet_dd::mock::sg_tso4_features()
 }
 
 /// A netfront and a netback under `mech`, negotiated as the daemon does: persistent grants

@@ -10,12 +10,7 @@ use pvnet_netif::RingIdx;
 use pvnet_wire::vnet::VirtioNetHdr;
 
 fn features() -> Features {
-    Features {
-        sg: true,
-        gso_tcpv4: true,
-        gso_tcpv6: false,
-        rx_notify: true,
-    }
+    pvnet_dd::mock::sg_tso4_features()
 }
 
 fn frame(len: usize, seed: u8) -> Vec<u8> {

@@ -21,12 +21,7 @@ mod ring_common;
 use ring_common::*;
 
 fn features() -> Features {
-    Features {
-        sg: true,
-        gso_tcpv4: true,
-        gso_tcpv6: false,
-        rx_notify: true,
-    }
+    pvnet_dd::mock::sg_tso4_features()
 }
 
 fn data_valid() -> VirtioNetHdr {
