@@ -63,7 +63,7 @@ pub struct DaemonConfig {
     #[serde(default)]
     pub guest_gro: bool,
     /// Slots of the physical port's packet ring (see [`check_ring_frames`]).
-    #[serde(default = "default_ring_frames")]
+    #[serde(default = "one_guest_ring_frames")]
     pub ring_frames: u32,
     /// The port's ring: V2 slots or V3 blocks.
     #[serde(default)]
@@ -117,8 +117,8 @@ fn yes() -> bool {
     true
 }
 
-fn default_ring_frames() -> u32 {
-    pvnet_pnic::DEFAULT_FRAME_NR
+fn one_guest_ring_frames() -> u32 {
+    default_ring_frames(1, false)
 }
 
 /// The bench configuration that `pvnet up` runs unless told otherwise, chosen by issue #24's
@@ -178,6 +178,27 @@ pub fn check_budget(n: usize) -> Result<usize> {
     Ok(n)
 }
 
+/// Guests one [`pvnet_pnic::DEFAULT_FRAME_NR`]-slot share of the port's ring serves by default.
+pub const GUESTS_PER_RING_SHARE: usize = 2;
+
+/// Slots of the physical port's ring unless `--ring-frames` says otherwise, for `guests`
+/// receiving guests (PV and HVM) and port GRO on or off. Wire-sized slots: 4096 for one or two
+/// guests and 4096 more for every two after that (16384, 26 MiB, at 8 guests; at most
+/// [`RING_FRAMES_MAX`]). Every guest adds a scheduling entity on the receiving CPU, and the
+/// ring must hold what arrives while the driver domain waits for its turn among them: at 8
+/// guests a 4096-slot ring overflowed in every `xen` repetition and the drops cost TCP a
+/// tenth of its aggregate (docs/consolidation.md, "The port's ring and the number of guests").
+/// With port GRO the slots hold 64 KiB and arrive coalesced: [`pvnet_pnic::GRO_FRAME_NR`].
+pub fn default_ring_frames(guests: usize, port_gro: bool) -> u32 {
+    if port_gro {
+        return pvnet_pnic::GRO_FRAME_NR;
+    }
+    let shares = u32::try_from(guests.div_ceil(GUESTS_PER_RING_SHARE).max(1)).unwrap_or(u32::MAX);
+    pvnet_pnic::DEFAULT_FRAME_NR
+        .saturating_mul(shares)
+        .min(RING_FRAMES_MAX)
+}
+
 /// Checks a `--ring-frames` value.
 pub fn check_ring_frames(n: u32) -> Result<u32> {
     if !(RING_FRAMES_MIN..=RING_FRAMES_MAX).contains(&n) {
@@ -231,6 +252,23 @@ impl Default for DaemonConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_ring_grows_with_the_guests() {
+        let n = pvnet_pnic::DEFAULT_FRAME_NR;
+        for (guests, slots) in [(0, n), (1, n), (2, n), (3, 2 * n), (4, 2 * n), (8, 4 * n)] {
+            assert_eq!(default_ring_frames(guests, false), slots, "{guests} guests");
+        }
+        // Every default is one `--ring-frames` accepts, up to the most guests and beyond.
+        for guests in 0..=64 {
+            check_ring_frames(default_ring_frames(guests, false)).unwrap();
+        }
+        assert_eq!(default_ring_frames(usize::MAX, false), RING_FRAMES_MAX);
+        // Port GRO's 64 KiB slots do not grow.
+        assert_eq!(default_ring_frames(8, true), pvnet_pnic::GRO_FRAME_NR);
+        // A configuration file without the field: one guest's ring.
+        assert_eq!(one_guest_ring_frames(), n);
+    }
 
     #[test]
     fn mtu_bounds() {

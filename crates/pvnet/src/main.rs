@@ -62,7 +62,8 @@ enum Cmd {
         budget: usize,
         /// Slots of the physical port's packet ring (256 to 65536; 1664 bytes each, 64 KiB
         /// with --port-gro). Fewer slots stay warmer in the cache, but the kernel drops what
-        /// arrives while they are full. Default 4096, or 1024 with --port-gro.
+        /// arrives while they are full. Default 4096 for one or two guests and 4096 more for
+        /// every two after that (16384 at 8 guests); 1024 with --port-gro.
         #[arg(long)]
         ring_frames: Option<u32>,
         /// MTU of the wire, the physical port, the driver domain's stack and the guests'
@@ -550,11 +551,9 @@ fn run(cli: Cli) -> Result<()> {
                 bail!("--grant {grant} needs --mode xen (the only mode with grants)");
             }
             config::check_budget(budget)?;
-            let ring_frames = config::check_ring_frames(ring_frames.unwrap_or(if port_gro {
-                pvnet_pnic::GRO_FRAME_NR
-            } else {
-                pvnet_pnic::DEFAULT_FRAME_NR
-            }))?;
+            let ring_frames = config::check_ring_frames(
+                ring_frames.unwrap_or(config::default_ring_frames(guests + hvm, port_gro)),
+            )?;
             if rules.is_some() && switch != pvnet_dd::switch::Mode::BridgeNf {
                 bail!("--rules needs --switch bridge-nf");
             }

@@ -39,6 +39,8 @@ fn eight_guests_each_receive_a_verified_stream_at_once() {
         assert_eq!(v["state"], "connected", "{v}");
         assert!(u(&v["netback"]["rx_bytes"]) >= bytes, "{v}");
     }
+    // The port's ring grows with the guests it serves: 4096 slots per two.
+    assert_eq!(u(&st["pnic"]["ring_frames"]), 16384, "{}", st["pnic"]);
 }
 
 #[test]

@@ -421,12 +421,14 @@ pub fn parse_exit_costs(s: &str) -> Result<Vec<u64>> {
 
 /// Slots of the physical port's ring for `cfg`, the bench having been asked for `asked`
 /// (`--ring-frames`, which counts MTU slots): with port GRO the slots hold 64 KiB, and the
-/// ring has a quarter as many (1024 at the default 4096), at least the least `up` accepts.
-pub fn ring_frames_for(cfg: &DaemonConfig, asked: u32) -> u32 {
-    if cfg.gro && cfg.mode != Mode::Linux {
-        (asked / 4).max(crate::config::RING_FRAMES_MIN)
-    } else {
-        asked
+/// ring has a quarter as many, at least the least `up` accepts. Not asked: what `pvnet up`
+/// gives `cfg`'s guests ([`crate::config::default_ring_frames`]).
+pub fn ring_frames_for(cfg: &DaemonConfig, asked: Option<u32>) -> u32 {
+    let gro = cfg.gro && cfg.mode != Mode::Linux;
+    match asked {
+        None => crate::config::default_ring_frames(cfg.guests + cfg.hvm, gro),
+        Some(n) if gro => (n / 4).max(crate::config::RING_FRAMES_MIN),
+        Some(n) => n,
     }
 }
 
@@ -622,11 +624,24 @@ mod tests {
             assert!(e.contains("cannot be switched to"), "{e}");
         }
         // Port GRO's ring: a quarter of the slots asked for (they are 64 KiB each).
-        assert_eq!(ring_frames_for(&pg, 4096), 1024);
-        assert_eq!(ring_frames_for(&pg, 256), 256);
-        assert_eq!(ring_frames_for(&c("xen"), 4096), 4096);
-        assert_eq!(ring_frames_for(&c("linux-gro"), 4096), 4096);
-        assert_eq!(ring_frames_for(&gg, 2048), 2048);
+        assert_eq!(ring_frames_for(&pg, Some(4096)), 1024);
+        assert_eq!(ring_frames_for(&pg, Some(256)), 256);
+        assert_eq!(ring_frames_for(&c("xen"), Some(4096)), 4096);
+        assert_eq!(ring_frames_for(&c("linux-gro"), Some(4096)), 4096);
+        assert_eq!(ring_frames_for(&gg, Some(2048)), 2048);
+        // Not asked: `up`'s default for the configuration's guests, asked: that, for every
+        // guest count.
+        assert_eq!(ring_frames_for(&c("xen"), None), 4096);
+        assert_eq!(ring_frames_for(&c("adaptive/g2"), None), 4096);
+        assert_eq!(ring_frames_for(&c("xen/g3"), None), 8192);
+        assert_eq!(ring_frames_for(&c("xen/g8"), None), 16384);
+        assert_eq!(ring_frames_for(&c("xen/g16"), None), 32768);
+        assert_eq!(ring_frames_for(&c("xen/g8"), Some(4096)), 4096);
+        assert_eq!(ring_frames_for(&pg, None), pvnet_pnic::GRO_FRAME_NR);
+        assert_eq!(
+            ring_frames_for(&c("port-gro/g8"), None),
+            pvnet_pnic::GRO_FRAME_NR
+        );
     }
 
     #[test]

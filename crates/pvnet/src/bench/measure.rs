@@ -41,8 +41,9 @@ pub struct Params {
     pub msg_size: usize,
     pub tool: Tool,
     pub tsc_hz: u64,
-    /// Slots of the physical port's packet ring (PV configurations).
-    pub ring_frames: u32,
+    /// Slots of the physical port's packet ring (PV configurations; `--ring-frames`), or
+    /// None for each configuration's default ([`crate::config::default_ring_frames`]).
+    pub ring_frames: Option<u32>,
     /// Frames per poll of the physical port (PV configurations).
     pub budget: usize,
     /// MTU of the wire and every interface on the path (`--mtu`).

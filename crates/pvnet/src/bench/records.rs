@@ -107,11 +107,12 @@ pub fn run_config(
     p: &measure::Params,
     progress: &Progress,
 ) -> Result<Vec<RecordPoint>> {
+    let base_cfg = configs::daemon_config(config)?;
     let cfg = DaemonConfig {
-        ring_frames: p.ring_frames,
+        ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
         budget: p.budget,
         mtu: p.mtu,
-        ..configs::daemon_config(config)?
+        ..base_cfg
     };
     let dir = configs::Name::parse(config)?.dir;
     let (points, _) = testbed::with_testbed(&cfg, config, progress, |info| {

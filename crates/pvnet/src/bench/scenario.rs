@@ -165,7 +165,7 @@ pub struct Params {
     pub stream_seconds: f64,
     pub rr_seconds: f64,
     pub msg_size: usize,
-    pub ring_frames: u32,
+    pub ring_frames: Option<u32>,
     pub budget: usize,
     pub mtu: u32,
 }
@@ -279,11 +279,12 @@ pub fn run(configs: Vec<String>, params: Params, out: &Path) -> Result<ScenarioR
 fn run_one(config: &str, rep: usize, p: &Params, progress: &Progress) -> Result<ScenarioSample> {
     let t0 = Instant::now();
     let two = format!("{config}{}2", configs::GUESTS_SUFFIX);
+    let base_cfg = configs::daemon_config(&two)?;
     let cfg = DaemonConfig {
-        ring_frames: p.ring_frames,
+        ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
         budget: p.budget,
         mtu: p.mtu,
-        ..configs::daemon_config(&two)?
+        ..base_cfg
     };
     let quiet_first = rep % 2 == 1;
     let ((quiet, loaded), info) =
@@ -822,7 +823,7 @@ mod tests {
                 stream_seconds: 1.0,
                 rr_seconds: 1.0,
                 msg_size: 1,
-                ring_frames: 1,
+                ring_frames: None,
                 budget: 1,
                 mtu: 1500,
             },
