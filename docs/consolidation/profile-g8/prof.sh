@@ -1,0 +1,23 @@
+#!/bin/bash
+# perf profile of CPU 0 with N guests streaming (xen), everything guest-side on CPU 0
+N=$1; id=$2; out=$3
+P=/work/main/target/release/pvnet
+$P up --id $id --lro off --guests $N > /dev/null 2>&1 || exit 1
+for i in $(seq 0 $((N-1))); do
+  (taskset -c 0 $P exec --id $id g$i $P perf server --once --bind 0.0.0.0:$((5201+i)) > /dev/null 2>&1 &)
+done
+sleep 1
+for i in $(seq 0 $((N-1))); do
+  (taskset -c 1 $P exec --id $id remote $P perf stream 10.77.0.$((10+i)) --port $((5201+i)) --duration 10 > $out.s$i.json 2>&1 &)
+done
+sleep 3
+perf record -C 0 -F 1999 -g -o $out.data -- sleep 5 2> /dev/null
+sleep 4
+$P down --id $id > /dev/null 2>&1
+python3 -c "
+import json
+t=0
+for i in range($N):
+    try: d=json.load(open('$out.s%d.json'%i)); t+=d['receiver']['mbps'] if 'receiver' in d else d.get('mbps',0)
+    except Exception as e: print('err',i,e)
+print('aggregate Mbit/s', round(t))"
