@@ -1,4 +1,4 @@
-//! Guests as scheduling entities: each PV guest's processes in a CPU cgroup of its own, all
+//! Guests as scheduling entities: each guest's processes in a CPU cgroup of its own, all
 //! with the same weight (`--guest-cgroups`).
 //!
 //! A hypervisor schedules domains, not the threads inside them: Xen's credit scheduler gives
@@ -9,8 +9,8 @@
 //! on its own. With `--guest-cgroups on` (the default), `pvnet up` makes one group per run and under it one
 //! per guest, `pvnet-<run id>/guest<i>`, with the default weight (cgroup v2 `cpu.weight` 100,
 //! or cgroup v1 `cpu.shares` 1024 when the cpu controller is bound to a v1 hierarchy, as on
-//! hosts mounting the hybrid layout), and puts each guest's netfront in its group; its
-//! children inherit it. A benchmark adds its receiver with [`join`].
+//! hosts mounting the hybrid layout), and puts each guest's netfront (an HVM guest's vCPU
+//! process; its device model is the driver domain's) in its group; its children inherit it. A benchmark adds its receiver with [`join`].
 //!
 //! Contract: [`GuestGroups::create`] either makes every group or none (what it made is removed
 //! on error); [`GuestGroups::remove`] (and drop) moves any process still inside back to the

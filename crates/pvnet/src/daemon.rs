@@ -449,13 +449,15 @@ impl Daemon {
 
     fn start_pv(&mut self) -> Result<()> {
         self.open_ports()?;
-        if self.cfg.guest_cgroups && self.cfg.guests > 0 {
-            match crate::cgroup::GuestGroups::create(&self.cfg.id, self.cfg.guests) {
+        // One group per guest of the testbed, by its index: PV guests, attached ones (whose
+        // processes the operator starts; their receivers join), then HVM guests.
+        let groups = self.cfg.guests + self.cfg.attach + self.cfg.hvm;
+        if self.cfg.guest_cgroups && groups > 0 {
+            match crate::cgroup::GuestGroups::create(&self.cfg.id, groups) {
                 Ok(g) => {
                     let (file, w) = g.kind().weight();
                     eprintln!(
-                        "pvnet: guest cgroups: {} guests, {:?} {file} {w} each",
-                        self.cfg.guests,
+                        "pvnet: guest cgroups: {groups} guests, {:?} {file} {w} each",
                         g.kind()
                     );
                     self.guest_groups = Some(g)
@@ -730,6 +732,12 @@ impl Daemon {
             self.cfg.exit_cost_ns,
         )?;
         let h = c.domain;
+        if let (Some(g), Some(vcpu)) = (self.guest_groups.as_ref(), h.guest.as_ref()) {
+            // The vCPU process is the guest: its kernel stack's work runs in it. The device
+            // model is the driver domain's and stays with the daemon.
+            g.add(i, vcpu.id())
+                .with_context(|| format!("putting HVM guest {i} in its cgroup"))?;
+        }
         self.ep
             .add(h.net_watch.as_fd(), Token::HvmNet(dom).event())?;
         for (fd, t) in [

@@ -140,8 +140,8 @@ enum Cmd {
         /// driver-domain buffer (`off`); `pvnet set --g2g` changes it later.
         #[arg(long, value_parser = on_off, default_value = "on", action = clap::ArgAction::Set)]
         g2g: bool,
-        /// Each PV guest's processes (its netfront, and what is started in it through the
-        /// bench) in a CPU cgroup of its own, `pvnet-<id>/guest<i>`, all with the same
+        /// Each guest's processes (a PV guest's netfront, an HVM guest's vCPU process, and
+        /// what is started in it through the bench) in a CPU cgroup of its own, `pvnet-<id>/guest<i>`, all with the same
         /// weight: the guest, as a domain under a hypervisor's scheduler, is the scheduling
         /// entity, not each of its threads (`on`); or no groups (`off`). Without a usable cpu
         /// controller the run says so and goes on without. On by default (8 guests streaming

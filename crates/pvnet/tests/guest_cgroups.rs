@@ -1,6 +1,6 @@
-//! `pvnet up --guest-cgroups on`: each guest's netfront process, every thread of it, sits in a
-//! CPU cgroup of its own (`pvnet-<id>/guest<i>`) with the default weight, the same for every
-//! guest; `pvnet down` removes the groups. With `off` no group is made. Needs root (and a cpu
+//! `pvnet up --guest-cgroups on`: each guest's process (a PV guest's netfront, an HVM guest's
+//! vCPU process), every thread of it, sits in a CPU cgroup of its own (`pvnet-<id>/guest<i>`)
+//! with the default weight, the same for every guest; `pvnet down` removes the groups. With `off` no group is made. Needs root (and a cpu
 //! controller, cgroup v2 or v1; skipped with a message without one).
 
 mod common;
@@ -32,13 +32,10 @@ fn cpu_group_of(pid: u64, tid: &str, v2: bool) -> String {
         .expect("a cpu line")
 }
 
-#[test]
-fn guests_sit_in_their_own_weighted_cgroups_until_down() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if skip_unless_root("guests_sit_in_their_own_weighted_cgroups_until_down") {
-        return;
-    }
-    let run = Run::up(&["--guests", "2", "--guest-cgroups", "on"]);
+/// Checks that each of `run`'s guests (`n` of them) sits alone, every thread of it, in its
+/// own group of the equal weight; returns the run's group directory, or None when this host
+/// has no usable cpu controller (the daemon said why).
+fn check_groups(run: &Run, n: usize) -> Option<std::path::PathBuf> {
     let inf = info(&run.id);
     let dirs: Vec<String> = inf["guest_cgroups"]
         .as_array()
@@ -54,16 +51,17 @@ fn guests_sit_in_their_own_weighted_cgroups_until_down() {
             "no groups and no reason: {log}"
         );
         eprintln!("skipping: no usable cpu controller here ({})", log.trim());
-        return;
+        return None;
     }
+    // PV guests' netfronts first, then HVM guests' vCPU processes: the testbed's order.
     let pids: Vec<u64> = inf["guest_pids"]
         .as_array()
         .unwrap()
         .iter()
         .map(|p| p.as_u64().unwrap())
         .collect();
-    assert_eq!(dirs.len(), 2);
-    assert_eq!(pids.len(), 2);
+    assert_eq!(dirs.len(), n);
+    assert_eq!(pids.len(), n);
     let run_dir = Path::new(&dirs[0]).parent().unwrap().to_path_buf();
     assert!(run_dir.ends_with(format!("pvnet-{}", run.id)));
     for (i, (dir, &pid)) in dirs.iter().zip(&pids).enumerate() {
@@ -84,7 +82,7 @@ fn guests_sit_in_their_own_weighted_cgroups_until_down() {
             .split_whitespace()
             .map(|p| p.parse().unwrap())
             .collect();
-        assert_eq!(procs, [pid], "guest {i}'s group holds its netfront only");
+        assert_eq!(procs, [pid], "guest {i}'s group holds its own process only");
         // Every thread of it, as the kernel reports the task's group.
         let want_rel = format!("/pvnet-{}/guest{i}", run.id);
         let mut threads = 0;
@@ -99,6 +97,26 @@ fn guests_sit_in_their_own_weighted_cgroups_until_down() {
         }
         assert!(threads >= 1);
     }
+    Some(run_dir)
+}
+
+#[test]
+fn guests_sit_in_their_own_weighted_cgroups_until_down() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("guests_sit_in_their_own_weighted_cgroups_until_down") {
+        return;
+    }
+    let run = Run::up(&["--guests", "2", "--guest-cgroups", "on"]);
+    let Some(run_dir) = check_groups(&run, 2) else {
+        return;
+    };
+    drop(run);
+    assert!(!run_dir.exists(), "{} left after down", run_dir.display());
+
+    // An HVM guest is a guest too: its vCPU process gets the group after the PV guest's (its
+    // device model is the driver domain's and stays out).
+    let run = Run::up(&["--guests", "1", "--hvm", "1", "--guest-cgroups", "on"]);
+    let run_dir = check_groups(&run, 2).expect("groups, as in the first run");
     drop(run);
     assert!(!run_dir.exists(), "{} left after down", run_dir.display());
 
