@@ -375,6 +375,29 @@ fn accept(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) })
 }
 
+/// The data path thread's scheduling, for `stat` (which that thread answers): time on a CPU,
+/// time spent runnable but waiting for one, and slices run, from
+/// `/proc/thread-self/schedstat` (null where the kernel lacks `CONFIG_SCHED_INFO`). The wait
+/// is the host's doing: a driver domain that waits runnable while `pnic.kernel_drops` rises
+/// was not given its CPU (README, "The driver domain's CPU").
+fn data_path_thread_cpu() -> serde_json::Value {
+    let Ok(s) = std::fs::read_to_string("/proc/thread-self/schedstat") else {
+        return serde_json::Value::Null;
+    };
+    let f: Vec<u64> = s
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    match f[..] {
+        [run_ns, wait_ns, slices, ..] => json!({
+            "run_ms": run_ns / 1_000_000,
+            "waited_runnable_ms": wait_ns / 1_000_000,
+            "slices": slices,
+        }),
+        _ => serde_json::Value::Null,
+    }
+}
+
 impl Daemon {
     /// Builds the testbed and, for the PV modes, the driver domain and its guests. Returns when
     /// every guest's frontend is connected (or failed).
@@ -1692,6 +1715,7 @@ impl Daemon {
             "mode": self.cfg.mode,
             "uptime_s": self.start.elapsed().as_secs_f64(),
             "daemon": self.dp.stats,
+            "daemon_cpu": data_path_thread_cpu(),
             "stages_ns": self.dp.stage_ns(),
             "pnic": pnic,
             "bridge": self.dp.switch_stats().bridge,

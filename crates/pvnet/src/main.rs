@@ -893,6 +893,7 @@ fn print_stat(v: &serde_json::Value) {
     if v["daemon"]["g2g"].is_object() {
         flat("  g2g", &v["daemon"]["g2g"]);
     }
+    flat("  cpu", &v["daemon_cpu"]);
     flat("pnic", &v["pnic"]);
     flat("grant", &v["grant"]);
     if v["frames"].is_object() {

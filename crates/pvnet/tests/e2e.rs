@@ -28,6 +28,16 @@ fn one_gib_stream_into_a_guest_arrives_intact() {
         "{}",
         st["pnic"]
     );
+    // The data path thread's own scheduling: a GiB took it time on the CPU and many slices
+    // (null only on a kernel without schedstat).
+    let cpu = &st["daemon_cpu"];
+    if std::path::Path::new("/proc/thread-self/schedstat").exists() {
+        assert!(cpu["run_ms"].as_u64().unwrap() > 100, "{cpu}");
+        assert!(cpu["slices"].as_u64().unwrap() > 100, "{cpu}");
+        assert!(cpu["waited_runnable_ms"].is_u64(), "{cpu}");
+    } else {
+        assert!(cpu.is_null(), "{cpu}");
+    }
     let vif = &st["vifs"][0];
     assert_eq!(vif["state"], "connected");
     // At least a GiB of payload crossed netback into the guest, by grant copy.
