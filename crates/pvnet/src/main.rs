@@ -552,7 +552,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             config::check_budget(budget)?;
             let ring_frames = config::check_ring_frames(
-                ring_frames.unwrap_or(config::default_ring_frames(guests + hvm, port_gro)),
+                ring_frames.unwrap_or(config::default_ring_frames(guests + attach + hvm, port_gro)),
             )?;
             if rules.is_some() && switch != pvnet_dd::switch::Mode::BridgeNf {
                 bail!("--rules needs --switch bridge-nf");

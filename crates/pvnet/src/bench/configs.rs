@@ -629,8 +629,8 @@ mod tests {
         assert_eq!(ring_frames_for(&c("xen"), Some(4096)), 4096);
         assert_eq!(ring_frames_for(&c("linux-gro"), Some(4096)), 4096);
         assert_eq!(ring_frames_for(&gg, Some(2048)), 2048);
-        // Not asked: `up`'s default for the configuration's guests, asked: that, for every
-        // guest count.
+        // Not asked: `up`'s default for the configuration's guests. Asked: the number asked,
+        // whatever the guests.
         assert_eq!(ring_frames_for(&c("xen"), None), 4096);
         assert_eq!(ring_frames_for(&c("adaptive/g2"), None), 4096);
         assert_eq!(ring_frames_for(&c("xen/g3"), None), 8192);
