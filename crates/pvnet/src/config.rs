@@ -218,6 +218,13 @@ pub struct LroSettings {
 /// The `xen` configuration (no aggregation, the learning bridge, grant copy) on one guest: what
 /// every bench configuration is built from. Not `pvnet up`'s default, which aggregates
 /// ([`DEFAULT_CONFIG`], [`default_lro`]).
+impl DaemonConfig {
+    /// The testbed's guests, by index: PV guests, attached ones, then HVM guests.
+    pub fn testbed_guests(&self) -> usize {
+        self.guests + self.attach + self.hvm
+    }
+}
+
 impl Default for DaemonConfig {
     fn default() -> Self {
         DaemonConfig {

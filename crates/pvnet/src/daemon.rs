@@ -474,7 +474,7 @@ impl Daemon {
         self.open_ports()?;
         // One group per guest of the testbed, by its index: PV guests, attached ones (whose
         // processes the operator starts; their receivers join), then HVM guests.
-        let groups = self.cfg.guests + self.cfg.attach + self.cfg.hvm;
+        let groups = self.cfg.testbed_guests();
         if self.cfg.guest_cgroups && groups > 0 {
             match crate::cgroup::GuestGroups::create(&self.cfg.id, groups) {
                 Ok(g) => {

@@ -426,7 +426,7 @@ pub fn parse_exit_costs(s: &str) -> Result<Vec<u64>> {
 pub fn ring_frames_for(cfg: &DaemonConfig, asked: Option<u32>) -> u32 {
     let gro = cfg.gro && cfg.mode != Mode::Linux;
     match asked {
-        None => crate::config::default_ring_frames(cfg.guests + cfg.hvm, gro),
+        None => crate::config::default_ring_frames(cfg.testbed_guests(), gro),
         Some(n) if gro => (n / 4).max(crate::config::RING_FRAMES_MIN),
         Some(n) => n,
     }

@@ -528,7 +528,7 @@ fn measure(
         let rest = d.busy_ns - port_ns;
         let guest_raw = guest_pids.iter().map(|q| pid_ns(*q)).sum::<u64>() + s.guest_napi_ns;
         s.guest_ns = split_rest(rest, guest_raw, daemon_ns);
-        s.driver_ns = d.busy_ns - port_ns - s.guest_ns;
+        s.driver_ns = rest - s.guest_ns;
         s.cycles_per_byte_driver = Some(cpb(s.driver_ns));
         s.cycles_per_byte_guest = Some(cpb(s.guest_ns));
     }
