@@ -642,9 +642,10 @@ pub fn table(run: &ScenarioRun) -> Table {
                 &|s| pct(s.loaded.guest1_cpu),
                 1,
             ));
-            rows.extend(vs_xen("stream beside the neighbour vs xen %", &|s| {
-                Some(s.loaded.throughput_mbps)
-            }));
+            rows.extend(vs_xen(
+                "stream beside the neighbour, change vs xen %",
+                &|s| Some(s.loaded.throughput_mbps),
+            ));
             "Neighbour: guest 0's stream and TCP_RR, alone and beside a guest burning the receiving CPU (medians)"
         }
         Scenario::Mixed => {
@@ -664,10 +665,10 @@ pub fn table(run: &ScenarioRun) -> Table {
                 &|s| s.quiet.rr.map(|r| r.p99_us),
                 &|s| s.loaded.rr.map(|r| r.p99_us),
             ));
-            rows.extend(vs_xen("p50 beside the stream vs xen %", &|s| {
+            rows.extend(vs_xen("p50 beside the stream, change vs xen %", &|s| {
                 s.loaded.rr.map(|r| r.p50_us)
             }));
-            rows.extend(vs_xen("p99 beside the stream vs xen %", &|s| {
+            rows.extend(vs_xen("p99 beside the stream, change vs xen %", &|s| {
                 s.loaded.rr.map(|r| r.p99_us)
             }));
             rows.push(row(
@@ -863,14 +864,14 @@ mod tests {
         assert_eq!(t.rows[2].1, ["-70.0", "-66.7"]);
         assert_eq!(cell("neighbour's CPU 0 share %"), ["50.0", "50.0"]);
         assert_eq!(
-            cell("stream beside the neighbour vs xen %"),
+            cell("stream beside the neighbour, change vs xen %"),
             ["0.0", "66.7"]
         );
         let m = table(&run_of(Scenario::Mixed, samples));
         let p99 = m
             .rows
             .iter()
-            .find(|(l, _)| l == "p99 beside the stream vs xen %")
+            .find(|(l, _)| l == "p99 beside the stream, change vs xen %")
             .unwrap();
         assert_eq!(p99.1, ["0.0", "66.7"]);
         assert!(m
