@@ -25,7 +25,8 @@ pub use records::{records_send, RecordOpts, RecordsReport, RecordsResult};
 pub use rr::{rr_client, rr_steps, LatencyHistogram, RrOpts, RrReport, RrSession, RrSlice};
 pub use server::{bind_listener, serve, serve_on, RrSummary, ServerEvent, ServerOpts};
 pub use stream::{
-    stream_send, stream_send_outcome, StreamOpts, StreamOutcome, StreamReport, StreamResult,
+    stream_send, stream_send_outcome, SenderTcp, StreamOpts, StreamOutcome, StreamReport,
+    StreamResult,
 };
 pub use udp::{
     udp_send, Rate, UdpLimits, UdpOpts, UdpOutcome, UdpRecvError, UdpReport, UdpSenderStats,

@@ -68,6 +68,44 @@ impl StreamReport {
     }
 }
 
+/// How often the sender samples its socket's `TCP_INFO` during a stream.
+pub const TCP_INFO_EVERY: Duration = Duration::from_millis(50);
+
+/// The sender's TCP state over a stream, from `TCP_INFO` sampled every [`TCP_INFO_EVERY`]:
+/// where the path holds the stream's data. Bytes in flight are `tcpi_unacked × tcpi_snd_mss`
+/// (sent, not yet acknowledged: on the wire, in the receiver's queues, or acknowledged by an
+/// ACK still on its way back).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SenderTcp {
+    /// Samples taken (0: the stream ended before the first).
+    pub samples: u32,
+    /// Median of the samples' bytes in flight.
+    pub in_flight_bytes: u64,
+    /// Median of the samples' smoothed round-trip time (`tcpi_rtt`, µs).
+    pub rtt_us: u32,
+    /// Median congestion window (`tcpi_snd_cwnd`, segments).
+    pub cwnd: u32,
+}
+
+impl SenderTcp {
+    /// The medians of `samples` (bytes in flight, RTT µs, cwnd).
+    pub fn of(samples: &mut [(u64, u32, u32)]) -> SenderTcp {
+        fn median<T: Ord + Copy + Default>(v: &mut [T]) -> T {
+            v.sort_unstable();
+            v.get(v.len() / 2).copied().unwrap_or_default()
+        }
+        let mut f: Vec<u64> = samples.iter().map(|s| s.0).collect();
+        let mut r: Vec<u32> = samples.iter().map(|s| s.1).collect();
+        let mut c: Vec<u32> = samples.iter().map(|s| s.2).collect();
+        SenderTcp {
+            samples: samples.len() as u32,
+            in_flight_bytes: median(&mut f),
+            rtt_us: median(&mut r),
+            cwnd: median(&mut c),
+        }
+    }
+}
+
 /// Sender's view plus the receiver's report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamOutcome {
@@ -75,6 +113,8 @@ pub struct StreamOutcome {
     pub sent: u64,
     /// Sender time from the first write to `shutdown(Write)`.
     pub send_seconds: f64,
+    /// The sender's TCP state over the stream.
+    pub tcp: SenderTcp,
     /// The receiver's report.
     pub report: StreamReport,
 }
@@ -85,6 +125,9 @@ pub struct StreamOutcome {
 #[serde(deny_unknown_fields)]
 pub struct StreamResult {
     pub sent: u64,
+    /// The sender's TCP state (absent from the output of versions before it was added).
+    #[serde(default)]
+    pub sender: Option<SenderTcp>,
     pub receiver: StreamReport,
 }
 
@@ -137,7 +180,15 @@ pub fn stream_send_outcome(addr: SocketAddr, opts: &StreamOpts) -> anyhow::Resul
     let start = Instant::now();
     let deadline = start + opts.duration;
     let mut sent = 0u64;
+    let mut tcp = Vec::new();
+    let mut next_info = start + TCP_INFO_EVERY;
     while sent < limit && Instant::now() < deadline {
+        if Instant::now() >= next_info {
+            next_info += TCP_INFO_EVERY;
+            if let Some(i) = tcp_info(&sock) {
+                tcp.push(i);
+            }
+        }
         let pos = (sent % pattern::PERIOD as u64) as usize;
         let len = (opts.msg_size as u64).min(limit - sent) as usize;
         match sock.write(&src[pos..pos + len]) {
@@ -153,6 +204,7 @@ pub fn stream_send_outcome(addr: SocketAddr, opts: &StreamOpts) -> anyhow::Resul
     Ok(StreamOutcome {
         sent,
         send_seconds,
+        tcp: SenderTcp::of(&mut tcp),
         report,
     })
 }
@@ -193,6 +245,34 @@ pub(crate) fn receive(sock: &mut TcpStream) -> io::Result<StreamReport> {
     Ok(report)
 }
 
+/// One `TCP_INFO` sample of `sock`: bytes in flight, smoothed RTT (µs), congestion window.
+fn tcp_info(sock: &TcpStream) -> Option<(u64, u32, u32)> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcp_info is plain integers, for which all zeroes is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `info`, a live local of that size,
+    // and `len` back; the descriptor is the open socket `sock` borrows.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    // The kernel fills what it knows of the struct; the fields read here are in every version
+    // since 2.6 (the first 104 bytes).
+    (r == 0 && len >= 104).then(|| {
+        (
+            u64::from(info.tcpi_unacked) * u64::from(info.tcpi_snd_mss),
+            info.tcpi_rtt,
+            info.tcpi_snd_cwnd,
+        )
+    })
+}
+
 /// Caps the socket's TCP pacing rate (TCP paces internally when the qdisc is not fq).
 fn set_pacing(sock: &TcpStream, mbps: u64) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
@@ -212,5 +292,38 @@ fn set_pacing(sock: &TcpStream, mbps: u64) -> std::io::Result<()> {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sender_tcp_takes_each_figure_s_median() {
+        let mut v = [(300, 9, 10), (100, 7, 30), (200, 8, 20)];
+        let t = SenderTcp::of(&mut v);
+        assert_eq!(
+            t,
+            SenderTcp {
+                samples: 3,
+                in_flight_bytes: 200,
+                rtt_us: 8,
+                cwnd: 20
+            }
+        );
+        // Even count: the upper median.
+        let mut v = [(1, 1, 1), (4, 4, 4), (2, 2, 2), (3, 3, 3)];
+        assert_eq!(SenderTcp::of(&mut v).in_flight_bytes, 3);
+        assert_eq!(SenderTcp::of(&mut []), SenderTcp::default());
+    }
+
+    #[test]
+    fn a_result_without_the_sender_s_figures_still_reads() {
+        let r: StreamResult = serde_json::from_str(
+            r#"{"sent":5,"receiver":{"bytes":5,"mismatches":0,"seconds":1.0,"mbps":0.0}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.sender, None);
     }
 }

@@ -74,6 +74,31 @@ fn stream_max_bytes_and_odd_message_size() {
 }
 
 #[test]
+fn stream_samples_the_senders_tcp_info() {
+    let (addr, _rx, h) = server_once();
+    let opts = StreamOpts {
+        msg_size: 65536,
+        duration: Duration::from_millis(600),
+        max_bytes: None,
+        pace_mbps: Some(200),
+    };
+    let o = stream_send_outcome(addr, &opts).unwrap();
+    h.join().unwrap().unwrap();
+    assert_eq!(o.report.bytes, o.sent);
+    // One sample every 50 ms over 600 ms: about 11, whatever the scheduler does to a few.
+    assert!(o.tcp.samples >= 5, "{:?}", o.tcp);
+    // A connection that has carried data has a window and a measured round trip.
+    assert!(o.tcp.cwnd >= 1, "{:?}", o.tcp);
+    assert!(o.tcp.rtt_us >= 1, "{:?}", o.tcp);
+    // Never more in flight than the window allows (plus one segment of rounding).
+    assert!(
+        o.tcp.in_flight_bytes <= (u64::from(o.tcp.cwnd) + 1) * 65536,
+        "{:?}",
+        o.tcp
+    );
+}
+
+#[test]
 fn corrupting_client_is_counted_exactly() {
     let (addr, rx, h) = server_once();
     let mut s = TcpStream::connect(addr).unwrap();

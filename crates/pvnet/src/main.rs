@@ -1043,6 +1043,7 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             let out = stream::stream_send_outcome(resolve(&to, port)?, &opts)?;
             let result = pvnet_perf::StreamResult {
                 sent: out.sent,
+                sender: Some(out.tcp),
                 receiver: out.report.clone(),
             };
             println!("{}", serde_json::to_string(&result)?);

@@ -304,6 +304,8 @@ fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
         "rr_latency_us.p99",
         "retransmissions",
         "dsacked_segments",
+        "sender.in_flight_kib",
+        "sender.rtt_us",
         "cpu_busy_pct.rx",
         "cpu_busy_pct.tx",
     ];

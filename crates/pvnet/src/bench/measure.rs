@@ -128,6 +128,14 @@ pub struct Sample {
     /// configurations; `tp_drops` of the port's `PACKET_STATISTICS`): the ring was full, or
     /// its next slot was still leased. None natively (no port).
     pub port_drops: Option<u64>,
+    /// The senders' bytes in flight (sent, not yet acknowledged), each stream's median over
+    /// the stream summed over the streams: how much of the guests' data the path holds at
+    /// once. None with iperf3 or a sender that did not report it.
+    #[serde(default)]
+    pub sender_in_flight_bytes: Option<u64>,
+    /// The senders' smoothed round-trip time (µs), the median of the streams' medians.
+    #[serde(default)]
+    pub sender_rtt_us: Option<f64>,
     /// Busy fraction (0..1) of the receiving and the sending CPU during the stream.
     pub rx_cpu_busy: f64,
     pub tx_cpu_busy: f64,
@@ -462,12 +470,17 @@ fn measure(
     let (rx_after, tx_after) = after.expect("sampled when the senders ended");
     let snmp_after = tcp_counters_sum(&snd_nss)?;
     drop(servers);
+    let mut rtts = Vec::new();
     for out in &outs {
         let mut one = Sample::default();
         match p.tool {
             Tool::Builtin => parse_builtin_stream(out, &mut one),
             Tool::Iperf3 => parse_iperf3_stream(out, &mut one),
         }
+        if let Some(b) = one.sender_in_flight_bytes {
+            *s.sender_in_flight_bytes.get_or_insert(0) += b;
+        }
+        rtts.extend(one.sender_rtt_us);
         s.bytes += one.bytes;
         s.bytes_verified += one.bytes_verified;
         s.mismatches += one.mismatches;
@@ -478,6 +491,8 @@ fn measure(
     if n > 1 {
         s.jain = Some(jain(&s.per_guest_mbps));
     }
+    rtts.sort_by(f64::total_cmp);
+    s.sender_rtt_us = rtts.get(rtts.len() / 2).copied();
     s.retransmissions = snmp_after.retrans.saturating_sub(snmp_before.retrans);
     s.out_segments = snmp_after.out.saturating_sub(snmp_before.out);
     s.dsacked_segments = snmp_after.dsacked.saturating_sub(snmp_before.dsacked);
@@ -689,6 +704,10 @@ pub(super) fn parse_builtin_stream(out: &std::process::Output, s: &mut Sample) {
             s.bytes_verified = s.bytes;
             s.mismatches = v.receiver.mismatches;
             s.throughput_mbps = v.receiver.mbps;
+            if let Some(t) = v.sender.filter(|t| t.samples > 0) {
+                s.sender_in_flight_bytes = Some(t.in_flight_bytes);
+                s.sender_rtt_us = Some(f64::from(t.rtt_us));
+            }
             if v.sent != s.bytes || s.mismatches != 0 {
                 s.errors.push(format!(
                     "stream not intact: sent {}, verified {}, {} mismatches",

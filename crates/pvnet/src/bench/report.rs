@@ -144,8 +144,14 @@ pub fn tables(cs: &[ConfigSummary], reps: usize) -> Vec<Table> {
             &["flush_latency_us.p50", "flush_latency_us.p99"],
         ),
         (
-            "Retransmissions and drops per stream",
-            &["retransmissions", "dsacked_segments", "port_drops"],
+            "Retransmissions, drops and the data in flight per stream",
+            &[
+                "retransmissions",
+                "dsacked_segments",
+                "port_drops",
+                "sender.in_flight_kib",
+                "sender.rtt_us",
+            ],
         ),
         (
             "The driver domain's time by stage (its own clock, per packet switched)",
@@ -579,6 +585,9 @@ pub fn markdown(run: &Run) -> String {
          - Retransmissions: `Tcp: RetransSegs` of the sender's namespace before and after the stream; \
          \"D-SACKed\": `TcpExt: TCPDSACKRecvSegs` likewise, the segments the receiver reported as duplicates, i.e. retransmissions of segments that were reordered, not lost. \
          Frames dropped at the physical port: the kernel's count (`PACKET_STATISTICS`) for the port's packet ring before and after the stream, frames that found the ring full or its next slot still leased.\n\
+         - Bytes in flight and RTT: each sender samples its socket's `TCP_INFO` every 50 ms (`tcpi_unacked` × `tcpi_snd_mss`, `tcpi_rtt`); \
+         a stream's figure is the median of its samples, the bytes in flight are summed over the streams, the RTT is the median of the streams'. \
+         The bytes in flight are the guests' data the path holds at once (queued in the driver domain and the guests' rings, or acknowledged by ACKs on their way back).\n\
          - Which side limits: busy fraction of CPU 0 (receiving side) and CPU 1 (sender) during the stream.\n",
     );
     let errors: Vec<String> = run

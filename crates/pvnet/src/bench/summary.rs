@@ -142,6 +142,20 @@ pub const METRICS: &[Metric] = &[
         decimals: 0,
     },
     Metric {
+        key: "sender.in_flight_kib",
+        label: "bytes in flight at the senders (KiB, all streams)",
+        get: |s| s.sender_in_flight_bytes.map(|b| b as f64 / 1024.0),
+        ratios: false,
+        decimals: 0,
+    },
+    Metric {
+        key: "sender.rtt_us",
+        label: "senders' smoothed RTT (us)",
+        get: |s| s.sender_rtt_us,
+        ratios: false,
+        decimals: 0,
+    },
+    Metric {
         key: "jain",
         label: "Jain's fairness index",
         get: |s| s.jain,
