@@ -319,6 +319,8 @@ pub struct DataPath<P: Phy, C: Clock> {
     lro: Option<Lro>,
     /// The engine's representation, kept while it is off so it can be turned back on.
     lro_mode: lro::Mode,
+    /// Cap on the aggregates one guest holds in the engine's table.
+    lro_flows_per_dst: usize,
     /// The deadline (ticks) the daemon's timer is armed for.
     lro_armed: Option<u64>,
     /// Packets leaving the engine (reused buffer).
@@ -370,6 +372,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             phy: None,
             lro: None,
             lro_mode,
+            lro_flows_per_dst: lro::MAX_FLOWS_PER_DST,
             lro_armed: None,
             lro_out: Vec::new(),
             switch: Switch::new(crate::switch::Mode::Bridge, BridgeConfig::default()),
@@ -395,12 +398,24 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     }
 
     fn new_engine(&self, policy: lro::Policy) -> Lro {
+        let base = lro::Config::default();
         Lro::new(lro::Config {
             mode: self.lro_mode,
             policy,
             ticks_per_us: self.clock.ticks_per_us(),
-            ..lro::Config::default()
+            max_flows_per_dst: self.lro_flows_per_dst.clamp(1, base.max_flows),
+            ..base
         })
+    }
+
+    /// The data path with at most `n` aggregates held per guest in the shared LRO table
+    /// (default [`lro::MAX_FLOWS_PER_DST`]; at least 1, at most the table's size).
+    pub fn with_lro_flows_per_guest(mut self, n: usize) -> Self {
+        self.lro_flows_per_dst = n;
+        if let Some(p) = self.lro.as_ref().map(|l| l.config().policy) {
+            self.lro = Some(self.new_engine(p));
+        }
+        self
     }
 
     /// The data path with `switch` instead of the learning bridge (before any port is
@@ -584,6 +599,11 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     /// The aggregation policy (None: off).
     pub fn lro_policy(&self) -> Option<lro::Policy> {
         self.lro.as_ref().map(|l| l.config().policy)
+    }
+
+    /// The aggregates one guest may hold in the running engine's table (None without one).
+    pub fn lro_flows_per_guest(&self) -> Option<usize> {
+        self.lro.as_ref().map(|l| l.config().max_flows_per_dst)
     }
 
     pub fn lro_mode(&self) -> lro::Mode {

@@ -213,6 +213,8 @@ pub struct Config {
     pub persistent_max: usize,
     /// Most bytes of packet data queued for the guest ([`RX_QUEUE_BYTES`]).
     pub rx_queue_bytes: usize,
+    /// Most packets queued for the guest ([`RX_QUEUE_LIMIT`]).
+    pub rx_queue_packets: usize,
 }
 
 impl Default for Config {
@@ -221,6 +223,7 @@ impl Default for Config {
             mechanism: Mechanism::Copy,
             persistent_max: PERSISTENT_MAX,
             rx_queue_bytes: RX_QUEUE_BYTES,
+            rx_queue_packets: RX_QUEUE_LIMIT,
         }
     }
 }
@@ -737,7 +740,7 @@ impl Netback {
             tx: BackRing::attach(txm),
             rx: BackRing::attach(rxm),
             rxq: VecDeque::new(),
-            rxq_limit: RX_QUEUE_LIMIT,
+            rxq_limit: config.rx_queue_packets.max(1),
             rxq_bytes: 0,
             rxq_bytes_limit: config.rx_queue_bytes.max(MAX_PACKET),
             max_frame: MAX_NON_GSO_FRAME,

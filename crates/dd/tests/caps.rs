@@ -72,6 +72,30 @@ fn a_guest_that_posts_no_buffers_is_held_at_its_packet_cap() {
 }
 
 #[test]
+fn a_configured_packet_cap_holds_instead_of_the_default() {
+    for cap in [128usize, 3000] {
+        let (_m, mut nb) = MockFrontend::connect_with(
+            64,
+            features(),
+            Config {
+                rx_queue_packets: cap,
+                ..Config::default()
+            },
+        )
+        .unwrap();
+        let mut admitted = 0;
+        for i in 0..cap as u32 + 100 {
+            admitted += usize::from(nb.rx_enqueue(frame(100, i)));
+        }
+        assert_eq!(admitted, cap);
+        assert_eq!(nb.rx_queued(), cap);
+        assert_eq!(nb.stats.rx_queue_full, 100);
+        // The port's gate sees the same cap.
+        assert!(!nb.rx_queue_can_take(1, 0));
+    }
+}
+
+#[test]
 fn a_guest_is_held_at_its_memory_cap() {
     const { assert!(RX_QUEUE_BYTES >= MAX_PACKET) };
     let cap = 64 * 1024 + MAX_PACKET;

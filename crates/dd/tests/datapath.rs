@@ -323,3 +323,30 @@ fn a_relayed_port_gets_its_guests_frames_in_batches() {
     assert!(dp.tap_ports().eq([vif_port(1)]));
     let _ = PORT_PNIC;
 }
+
+#[test]
+fn a_guest_s_share_of_the_lro_table_is_what_the_data_path_was_given() {
+    let (dp, _clock, _guests) = path_with(&[MAC_DST], Some(Policy::Poll), 64);
+    assert_eq!(
+        dp.lro_flows_per_guest(),
+        Some(pvnet_dd::lro::MAX_FLOWS_PER_DST)
+    );
+    let mut dp = dp.with_lro_flows_per_guest(4);
+    assert_eq!(dp.lro_flows_per_guest(), Some(4));
+    // Turned off and on again (`pvnet set`), the engine keeps the share.
+    dp.set(Some(None), None, None);
+    assert_eq!(dp.lro_flows_per_guest(), None);
+    dp.set(Some(Some(Policy::Adaptive)), None, None);
+    assert_eq!(dp.lro_flows_per_guest(), Some(4));
+    // Never more than the table, never none.
+    let table = pvnet_dd::lro::Config::default().max_flows;
+    assert_eq!(
+        dp.with_lro_flows_per_guest(1000).lro_flows_per_guest(),
+        Some(table)
+    );
+    let (dp, _clock, _guests) = path_with(&[MAC_DST], Some(Policy::Poll), 64);
+    assert_eq!(
+        dp.with_lro_flows_per_guest(0).lro_flows_per_guest(),
+        Some(1)
+    );
+}

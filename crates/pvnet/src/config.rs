@@ -107,6 +107,101 @@ pub struct DaemonConfig {
     /// fairly (docs/consolidation.md, revision "guests as scheduling entities").
     #[serde(default = "yes")]
     pub guest_cgroups: bool,
+    /// Each guest's caps in the driver domain (`up --rx-queue-packets` and the like).
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// Each guest's caps in the driver domain, as `pvnet up` sets them and `pvnet stat` shows them
+/// under `limits` (see the README's operators section). The defaults are the data path's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Limits {
+    /// Packets queued for a guest whose RX ring has no free buffer; beyond it they are dropped
+    /// (`rx_queue_full`).
+    pub rx_queue_packets: usize,
+    /// Bytes of packet data queued for a guest; beyond it packets are dropped
+    /// (`rx_queue_memory_full`).
+    pub rx_queue_bytes: usize,
+    /// Grants a guest's persistent table may hold (`--grant persistent`); a frontend that
+    /// needs more is disconnected (`persistent_overflow`).
+    pub persistent_grants: usize,
+    /// Aggregates one guest may hold in the port's LRO table; beyond it its own oldest leaves
+    /// (`lro.guest_flow_cap`).
+    pub lro_flows_per_guest: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            rx_queue_packets: pvnet_dd::netback::RX_QUEUE_LIMIT,
+            rx_queue_bytes: pvnet_dd::netback::RX_QUEUE_BYTES,
+            persistent_grants: pvnet_dd::netback::PERSISTENT_MAX,
+            lro_flows_per_guest: lro::MAX_FLOWS_PER_DST,
+        }
+    }
+}
+
+/// Parses a byte count: digits, optionally followed by `K`, `M` or `G` (powers of 1024).
+pub fn parse_bytes(s: &str) -> std::result::Result<usize, String> {
+    let t = s.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 10),
+        Some((i, 'M' | 'm')) => (&t[..i], 20),
+        Some((i, 'G' | 'g')) => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(1usize << shift))
+        .ok_or_else(|| format!("{s:?} is not a byte count (digits, optionally K, M or G)"))
+}
+
+/// Most packets `--rx-queue-packets` accepts (64 Ki: at MTU 1500, 100 MiB a guest).
+pub const RX_QUEUE_PACKETS_MAX: usize = 65536;
+/// Most bytes `--rx-queue-bytes` accepts (1 GiB a guest).
+pub const RX_QUEUE_BYTES_MAX: usize = 1 << 30;
+/// Most grants `--persistent-grants` accepts (the grant table's 16 Ki entries a guest).
+pub const PERSISTENT_GRANTS_MAX: usize = 16384;
+
+impl Limits {
+    /// Checks every cap against its bounds, the queue against the port's poll `budget` (the
+    /// port is not polled while a guest's queue cannot take a poll's worth, so it must hold at
+    /// least two), and names the option at fault.
+    pub fn check(&self, budget: usize) -> Result<()> {
+        let l = self;
+        let min_packets = (2 * budget).max(2);
+        if !(min_packets..=RX_QUEUE_PACKETS_MAX).contains(&l.rx_queue_packets) {
+            bail!(
+                "--rx-queue-packets must be between {min_packets} (two polls of --budget {budget}) \
+                 and {RX_QUEUE_PACKETS_MAX}, got {}",
+                l.rx_queue_packets
+            );
+        }
+        let min_bytes = pvnet_dd::netback::MAX_PACKET;
+        if !(min_bytes..=RX_QUEUE_BYTES_MAX).contains(&l.rx_queue_bytes) {
+            bail!(
+                "--rx-queue-bytes must be between {min_bytes} (one largest packet) and \
+                 {RX_QUEUE_BYTES_MAX}, got {}",
+                l.rx_queue_bytes
+            );
+        }
+        if !(1..=PERSISTENT_GRANTS_MAX).contains(&l.persistent_grants) {
+            bail!(
+                "--persistent-grants must be between 1 and {PERSISTENT_GRANTS_MAX}, got {}",
+                l.persistent_grants
+            );
+        }
+        let table = lro::Config::default().max_flows;
+        if !(1..=table).contains(&l.lro_flows_per_guest) {
+            bail!(
+                "--lro-flows-per-guest must be between 1 and {table} (the LRO table's size), got {}",
+                l.lro_flows_per_guest
+            );
+        }
+        Ok(())
+    }
 }
 
 fn default_mtu() -> u32 {
@@ -253,6 +348,7 @@ impl Default for DaemonConfig {
             exit_cost_ns: 0,
             g2g: true,
             guest_cgroups: true,
+            limits: Limits::default(),
         }
     }
 }
@@ -319,5 +415,73 @@ mod tests {
         v.as_object_mut().unwrap().remove("guest_cgroups");
         let c: DaemonConfig = serde_json::from_value(v).unwrap();
         assert!(c.guest_cgroups);
+    }
+
+    #[test]
+    fn limits_default_to_the_data_path_s_caps_and_are_checked() {
+        let d = Limits::default();
+        assert_eq!(d.rx_queue_packets, pvnet_dd::netback::RX_QUEUE_LIMIT);
+        assert_eq!(d.rx_queue_bytes, pvnet_dd::netback::RX_QUEUE_BYTES);
+        assert_eq!(d.persistent_grants, pvnet_dd::netback::PERSISTENT_MAX);
+        assert_eq!(d.lro_flows_per_guest, lro::MAX_FLOWS_PER_DST);
+        // The defaults pass with every budget `--budget` accepts.
+        for b in [BUDGET_MIN, DEFAULT_BUDGET, BUDGET_MAX] {
+            d.check(b).unwrap();
+        }
+        let err = |l: Limits, budget: usize| l.check(budget).unwrap_err().to_string();
+        let with = |f: fn(&mut Limits)| {
+            let mut l = Limits::default();
+            f(&mut l);
+            l
+        };
+        // The queue must hold two polls' worth.
+        let e = err(with(|l| l.rx_queue_packets = 127), 64);
+        assert!(
+            e.contains("--rx-queue-packets must be between 128") && e.contains("127"),
+            "{e}"
+        );
+        with(|l| l.rx_queue_packets = 128).check(64).unwrap();
+        assert!(
+            err(with(|l| l.rx_queue_packets = RX_QUEUE_PACKETS_MAX + 1), 1)
+                .contains("--rx-queue-packets")
+        );
+        let e = err(with(|l| l.rx_queue_bytes = 1000), 64);
+        assert!(
+            e.contains("--rx-queue-bytes") && e.contains("one largest packet"),
+            "{e}"
+        );
+        assert!(err(with(|l| l.rx_queue_bytes = RX_QUEUE_BYTES_MAX + 1), 64)
+            .contains("--rx-queue-bytes"));
+        assert!(err(with(|l| l.persistent_grants = 0), 64).contains("--persistent-grants"));
+        assert!(err(with(|l| l.lro_flows_per_guest = 0), 64).contains("--lro-flows-per-guest"));
+        let e = err(with(|l| l.lro_flows_per_guest = 33), 64);
+        assert!(e.contains("between 1 and 32"), "{e}");
+    }
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("512K"), Ok(512 << 10));
+        assert_eq!(parse_bytes("16M"), Ok(16 << 20));
+        assert_eq!(parse_bytes("1g"), Ok(1 << 30));
+        for bad in ["", "M", "1.5M", "-1", "12T", "99999999999999999999G"] {
+            assert!(parse_bytes(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn config_without_limits_takes_the_defaults() {
+        let mut v = serde_json::to_value(DaemonConfig::default()).unwrap();
+        v.as_object_mut().unwrap().remove("limits");
+        let c: DaemonConfig = serde_json::from_value(v).unwrap();
+        assert_eq!(c.limits, Limits::default());
+        // One cap given, the others default.
+        let c: DaemonConfig = serde_json::from_value(serde_json::json!({
+            "id": "abc", "mode": "xen", "guests": 1, "attach": 0, "budget": 64,
+            "cpu": 0, "rps": true, "limits": {"rx_queue_packets": 256}
+        }))
+        .unwrap();
+        assert_eq!(c.limits.rx_queue_packets, 256);
+        assert_eq!(c.limits.rx_queue_bytes, Limits::default().rx_queue_bytes);
     }
 }

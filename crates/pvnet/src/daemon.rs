@@ -161,7 +161,8 @@ fn new_datapath(cfg: &DaemonConfig) -> Result<DataPath<Pnic, SystemClock>> {
         cfg.lro.map(|l| l.policy),
         cfg.lro.map(|l| l.mode).unwrap_or_default(),
     )
-    .with_switch(make_switch(cfg.switch, cfg.rules.as_deref())?);
+    .with_switch(make_switch(cfg.switch, cfg.rules.as_deref())?)
+    .with_lro_flows_per_guest(cfg.limits.lro_flows_per_guest);
     dp.set_g2g_direct(cfg.g2g);
     Ok(dp)
 }
@@ -1436,14 +1437,20 @@ impl Daemon {
             }
         };
         let v = self.vifs.get_mut(&dom).expect("vif");
-        let config = match pool {
-            Some((m, _)) => NetbackConfig {
-                mechanism: m,
-                ..NetbackConfig::default()
-            },
+        let mechanism = match pool {
+            Some((m, _)) => m,
             // A pool mechanism the frontend did not take: per-request grant copy.
-            None if self.cfg.grant.is_pool() => NetbackConfig::default(),
-            None => NetbackConfig::negotiated_with(self.cfg.grant, fe.persistent, fe.rx_flip),
+            None if self.cfg.grant.is_pool() => NetbackConfig::default().mechanism,
+            None => {
+                NetbackConfig::negotiated_with(self.cfg.grant, fe.persistent, fe.rx_flip).mechanism
+            }
+        };
+        let l = self.cfg.limits;
+        let config = NetbackConfig {
+            mechanism,
+            persistent_max: l.persistent_grants,
+            rx_queue_bytes: l.rx_queue_bytes,
+            rx_queue_packets: l.rx_queue_packets,
         };
         let evt = v
             .evtchn_back
@@ -1729,12 +1736,7 @@ impl Daemon {
             "reclaimed": self.reclaimed,
             "restart": self.restarts,
             // The per-guest caps (README, "For operators"); each has a counter when it bites.
-            "limits": {
-                "rx_queue_packets": pvnet_dd::netback::RX_QUEUE_LIMIT,
-                "rx_queue_bytes": pvnet_dd::netback::RX_QUEUE_BYTES,
-                "persistent_grants": pvnet_dd::netback::PERSISTENT_MAX,
-                "lro_flows_per_guest": pvnet_dd::lro::MAX_FLOWS_PER_DST,
-            },
+            "limits": self.cfg.limits,
             "relay": relay,
             "hvm": hvm,
         })

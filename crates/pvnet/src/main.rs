@@ -123,6 +123,8 @@ enum Cmd {
         port_frames: bool,
         #[command(flatten)]
         lro: LroArgs,
+        #[command(flatten)]
+        limits: LimitArgs,
         /// HVM guests on an emulated NE2000 (Zhang, Li and Guan), started after the PV guests
         /// (they are g{N} and on, N the PV guests). Each has a device model process in the
         /// driver domain.
@@ -268,6 +270,38 @@ enum Cmd {
         #[arg(long)]
         ctl_fd: i32,
     },
+}
+
+/// Each guest's caps in the driver domain (`up`); `pvnet stat` shows them under `limits`.
+#[derive(clap::Args, Clone, Copy, Debug)]
+struct LimitArgs {
+    /// Packets queued for a guest whose RX ring has no free buffer; beyond them its packets
+    /// are dropped (`rx_queue_full`). At least twice --budget.
+    #[arg(long, default_value_t = pvnet_dd::netback::RX_QUEUE_LIMIT)]
+    rx_queue_packets: usize,
+    /// Bytes of packet data queued for a guest (`16M`, `512K`, or bytes); beyond them its
+    /// packets are dropped (`rx_queue_memory_full`).
+    #[arg(long, default_value = "16M", value_parser = config::parse_bytes)]
+    rx_queue_bytes: usize,
+    /// Grants a guest's persistent table may hold (`--grant persistent`); a frontend that
+    /// needs more is disconnected (`persistent_overflow`).
+    #[arg(long, default_value_t = pvnet_dd::netback::PERSISTENT_MAX)]
+    persistent_grants: usize,
+    /// Aggregates one guest may hold in the port's LRO table (of 32); beyond them its own
+    /// oldest is flushed (`lro.guest_flow_cap`).
+    #[arg(long, default_value_t = lro::MAX_FLOWS_PER_DST)]
+    lro_flows_per_guest: usize,
+}
+
+impl LimitArgs {
+    fn limits(self) -> config::Limits {
+        config::Limits {
+            rx_queue_packets: self.rx_queue_packets,
+            rx_queue_bytes: self.rx_queue_bytes,
+            persistent_grants: self.persistent_grants,
+            lro_flows_per_guest: self.lro_flows_per_guest,
+        }
+    }
 }
 
 /// Aggregation settings of `up`.
@@ -522,6 +556,7 @@ fn run(cli: Cli) -> Result<()> {
             grant,
             port_frames,
             lro,
+            limits,
             hvm,
             hvm_path,
             exit_cost_ns,
@@ -551,6 +586,8 @@ fn run(cli: Cli) -> Result<()> {
                 bail!("--grant {grant} needs --mode xen (the only mode with grants)");
             }
             config::check_budget(budget)?;
+            let limits = limits.limits();
+            limits.check(budget)?;
             let ring_frames = config::check_ring_frames(
                 ring_frames.unwrap_or(config::default_ring_frames(guests + attach + hvm, port_gro)),
             )?;
@@ -590,6 +627,7 @@ fn run(cli: Cli) -> Result<()> {
                 exit_cost_ns,
                 g2g,
                 guest_cgroups,
+                limits,
             };
             if cfg.port_frames && (port_gro || settings.is_some() || hvm > 0 || mode != Mode::Xen) {
                 bail!(

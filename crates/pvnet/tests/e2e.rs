@@ -109,6 +109,64 @@ fn a_one_frame_budget_still_carries_a_stream() {
 }
 
 #[test]
+fn the_caps_given_to_up_are_the_ones_the_driver_domain_enforces() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("the_caps_given_to_up_are_the_ones_the_driver_domain_enforces") {
+        return;
+    }
+    let run = Run::up(&[
+        "--guests",
+        "2",
+        "--lro",
+        "adaptive",
+        "--rx-queue-packets",
+        "128",
+        "--rx-queue-bytes",
+        "2M",
+        "--persistent-grants",
+        "600",
+        "--lro-flows-per-guest",
+        "4",
+    ]);
+    let st = run.stat();
+    let l = &st["limits"];
+    assert_eq!(l["rx_queue_packets"].as_u64(), Some(128), "{l}");
+    assert_eq!(l["rx_queue_bytes"].as_u64(), Some(2 << 20), "{l}");
+    assert_eq!(l["persistent_grants"].as_u64(), Some(600), "{l}");
+    assert_eq!(l["lro_flows_per_guest"].as_u64(), Some(4), "{l}");
+    // g1 takes nothing: of 1000 datagrams its 256 posted buffers take 256 and its queue 128;
+    // the rest is dropped at the queue once the port's gate stops waiting for it. With the
+    // default cap (1024) none would be.
+    let mut s0 = server(&run, "g0", "10.77.0.10");
+    let stopped = stop_g1(&run);
+    let remote = pvnet_testbed::Netns::open(&format!("pvnet-{}-remote", run.id)).unwrap();
+    remote
+        .run(|| {
+            let s = std::net::UdpSocket::bind("10.77.0.1:0").unwrap();
+            for _ in 0..1000 {
+                s.send_to(&[0x5a; 1000], "10.77.0.11:9").unwrap();
+            }
+        })
+        .unwrap();
+    // g0's stream arrives intact through the small queue and past the stopped guest.
+    let bytes: u64 = 128 << 20;
+    let v = stream_capped(&run, "10.77.0.10", bytes, 30);
+    assert_eq!(v["receiver"]["bytes"].as_u64(), Some(bytes), "{v}");
+    assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0), "{v}");
+    let _ = s0.wait();
+    let st = run.stat();
+    let full = st["vifs"][1]["netback"]["rx_queue_full"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        (600..=1000).contains(&full),
+        "rx_queue_full {full}: {}",
+        st["vifs"][1]
+    );
+    drop(stopped);
+}
+
+#[test]
 fn two_guests_receive_their_own_streams_at_once() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if skip_unless_root("two_guests_receive_their_own_streams_at_once") {
@@ -231,6 +289,27 @@ fn clear_errors_for_bad_input() {
             (&["bench", "--quick", "--ring-frames", "70000"][..], ring),
             (&["up", "--budget", "0"][..], budget),
             (&["bench", "--quick", "--budget", "513"][..], budget),
+            (
+                &["up", "--rx-queue-packets", "100"][..],
+                "--rx-queue-packets must be between 128 (two polls of --budget 64)",
+            ),
+            (
+                &["up", "--rx-queue-packets", "300", "--budget", "200"][..],
+                "--rx-queue-packets must be between 400",
+            ),
+            (
+                &["up", "--rx-queue-bytes", "1K"][..],
+                "--rx-queue-bytes must be between",
+            ),
+            (&["up", "--rx-queue-bytes", "2X"][..], "not a byte count"),
+            (
+                &["up", "--persistent-grants", "0"][..],
+                "--persistent-grants must be between 1",
+            ),
+            (
+                &["up", "--lro-flows-per-guest", "40"][..],
+                "--lro-flows-per-guest must be between 1 and 32",
+            ),
         ] {
             fails_saying(args, want);
         }
