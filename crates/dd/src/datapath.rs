@@ -788,6 +788,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
                 .netback
                 .rx_queue_can_take(budget, budget * v.netback.max_frame()),
             taken: v.netback.stats.rx_packets,
+            progress: v.netback.rx_queue_limit() as u64,
         });
         match self.gate.check(self.now, loads) {
             Gate::Wait => true,

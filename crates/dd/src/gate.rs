@@ -4,7 +4,8 @@
 //! While a guest's queue cannot take another poll's worth of packets the port is not polled: the
 //! kernel's ring keeps the frames (a slow guest loses nothing, and a burst is not dropped). But a
 //! guest that holds the port back must keep taking packets: from the moment it first does, it
-//! has [`STALL_NS`] to take [`PROGRESS`] packets (then its window starts over). One that does not
+//! has [`STALL_NS`] to take one queue's worth of packets (its packet cap, [`PROGRESS`] by
+//! default; then its window starts over). One that does not
 //! is not waited for during [`PENALTY_NS`]: the port is polled as if it were not there, and its
 //! packets are dropped at its full queue (netback counts them). Reopening the port now and then
 //! does not reset the window, so a guest that takes nothing, or just enough to let a poll
@@ -14,9 +15,10 @@
 
 use std::collections::BTreeMap;
 
-/// How long a full guest may hold the port back without taking [`PROGRESS`] packets (ns).
+/// How long a full guest may hold the port back without taking a queue's worth of packets (ns).
 pub const STALL_NS: u64 = 100_000_000;
-/// Packets a guest must take within [`STALL_NS`] while it holds the port back: one queue's worth.
+/// Packets a guest must take within [`STALL_NS`] while it holds the port back: one queue's worth
+/// ([`GuestLoad::progress`]); this with the default queue.
 pub const PROGRESS: u64 = crate::netback::RX_QUEUE_LIMIT as u64;
 /// How long a guest that stalled is not waited for (ns).
 pub const PENALTY_NS: u64 = 10_000_000_000;
@@ -40,6 +42,8 @@ pub struct GuestLoad {
     pub full: bool,
     /// Packets it has taken so far (a running count).
     pub taken: u64,
+    /// Packets it must take within [`STALL_NS`] to be waited for again: its queue's worth.
+    pub progress: u64,
 }
 
 /// The port's back-pressure state. Time is passed in (ns, any monotonic origin).
@@ -63,7 +67,9 @@ impl PortGate {
             let w = self.window.get(&g.dom).copied();
             let (start, base) = match w {
                 // It kept taking packets: a new window.
-                Some((_, base)) if g.taken.saturating_sub(base) >= PROGRESS => (now, g.taken),
+                Some((_, base)) if g.taken.saturating_sub(base) >= g.progress.max(1) => {
+                    (now, g.taken)
+                }
                 Some(w) => w,
                 None => (now, g.taken),
             };
@@ -113,7 +119,12 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn g(dom: u16, full: bool, taken: u64) -> GuestLoad {
-        GuestLoad { dom, full, taken }
+        GuestLoad {
+            dom,
+            full,
+            taken,
+            progress: PROGRESS,
+        }
     }
 
     #[test]
@@ -123,6 +134,28 @@ mod tests {
         assert_eq!(p.check(1, [g(3, true, 0)]), Gate::Wait);
         assert_eq!(p.check(STALL_NS, [g(3, true, 10)]), Gate::Wait);
         assert!(!p.penalized(3, STALL_NS));
+    }
+
+    #[test]
+    fn the_progress_asked_of_a_guest_is_its_own_queue_s_worth() {
+        // 5 packets per ms: 500 per window. Enough with a 128-packet queue, not with 1024.
+        let run = |progress: u64| {
+            let mut p = PortGate::default();
+            for ms in 0..1000u64 {
+                let load = GuestLoad {
+                    dom: 3,
+                    full: true,
+                    taken: 5 * ms,
+                    progress,
+                };
+                if p.check(ms * MS, [load]) == Gate::Stalled {
+                    return Some(ms);
+                }
+            }
+            None
+        };
+        assert_eq!(run(128), None);
+        assert_eq!(run(PROGRESS), Some(STALL_NS / MS));
     }
 
     #[test]

@@ -874,6 +874,11 @@ impl Netback {
         self.max_frame
     }
 
+    /// The packet cap of the queue ([`Config::rx_queue_packets`]).
+    pub fn rx_queue_limit(&self) -> usize {
+        self.rxq_limit
+    }
+
     pub fn set_rx_queue_limit(&mut self, n: usize) {
         self.rxq_limit = n.max(1);
     }
