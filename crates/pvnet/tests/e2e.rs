@@ -139,15 +139,7 @@ fn the_caps_given_to_up_are_the_ones_the_driver_domain_enforces() {
     // default cap (1024) none would be.
     let mut s0 = server(&run, "g0", "10.77.0.10");
     let stopped = stop_g1(&run);
-    let remote = pvnet_testbed::Netns::open(&format!("pvnet-{}-remote", run.id)).unwrap();
-    remote
-        .run(|| {
-            let s = std::net::UdpSocket::bind("10.77.0.1:0").unwrap();
-            for _ in 0..1000 {
-                s.send_to(&[0x5a; 1000], "10.77.0.11:9").unwrap();
-            }
-        })
-        .unwrap();
+    datagrams_to_g1(&run, 1000);
     // g0's stream arrives intact through the small queue and past the stopped guest.
     let bytes: u64 = 128 << 20;
     let v = stream_capped(&run, "10.77.0.10", bytes, 30);
@@ -577,6 +569,19 @@ impl Drop for Stopped {
     }
 }
 
+/// Sends `n` datagrams of 1000 bytes from the remote host to g1 (10.77.0.11, port 9).
+fn datagrams_to_g1(run: &Run, n: usize) {
+    let remote = pvnet_testbed::Netns::open(&format!("pvnet-{}-remote", run.id)).unwrap();
+    remote
+        .run(|| {
+            let s = std::net::UdpSocket::bind("10.77.0.1:0").unwrap();
+            for _ in 0..n {
+                s.send_to(&[0x5a; 1000], "10.77.0.11:9").unwrap();
+            }
+        })
+        .unwrap();
+}
+
 /// Lets g1 answer once (the remote host learns its address, the bridge its MAC), then stops
 /// its guest process: from then on g1 takes no packet and posts no buffer.
 fn stop_g1(run: &Run) -> Stopped {
@@ -601,15 +606,7 @@ fn a_guest_that_takes_nothing_holds_the_port_back_only_briefly() {
     let mut s0 = server(&run, "g0", "10.77.0.10");
     let stopped = stop_g1(&run);
     // Far more for g1 than its ring and its queue in the driver domain hold.
-    let remote = pvnet_testbed::Netns::open(&format!("pvnet-{}-remote", run.id)).unwrap();
-    remote
-        .run(|| {
-            let s = std::net::UdpSocket::bind("10.77.0.1:0").unwrap();
-            for _ in 0..4000 {
-                s.send_to(&[0x5a; 1000], "10.77.0.11:9").unwrap();
-            }
-        })
-        .unwrap();
+    datagrams_to_g1(&run, 4000);
     // g0 is still served: after the stall limit the port is polled again and g1's packets
     // are dropped at its full queue.
     let bytes = 64u64 << 20;
