@@ -353,26 +353,35 @@ pub(crate) fn receive<S: Read + Write>(
 /// Parses a record size: bytes, or with a binary suffix `k`/`K`/`KiB`, `m`/`M`/`MiB`
 /// (`64K` is 65536, `1M` 1048576).
 pub fn parse_size(s: &str) -> Result<usize, String> {
+    Some(parse_bytes(s)?)
+        .filter(|v| (1..=proto::MAX_MSG as usize).contains(v))
+        .ok_or_else(|| format!("{s:?}: a record is 1 byte to {} bytes", proto::MAX_MSG))
+}
+
+/// Parses a byte count: digits, optionally followed by `K`, `M` or `G` (powers of 1024; also
+/// `KiB`, `MiB`, `GiB`, and lower case).
+pub fn parse_bytes(s: &str) -> Result<usize, String> {
     let t = s.trim();
-    let (num, mult) = match t.find(|c: char| !c.is_ascii_digit()) {
-        None => (t, 1usize),
+    let (num, shift) = match t.find(|c: char| !c.is_ascii_digit()) {
+        None => (t, 0),
         Some(i) => {
-            let m = match &t[i..] {
-                "k" | "K" | "KiB" => 1 << 10,
-                "m" | "M" | "MiB" => 1 << 20,
-                other => return Err(format!("{s:?}: unknown size suffix {other:?} (K or M)")),
+            let shift = match &t[i..] {
+                "k" | "K" | "KiB" => 10,
+                "m" | "M" | "MiB" => 20,
+                "g" | "G" | "GiB" => 30,
+                other => {
+                    return Err(format!(
+                        "{s:?} is not a byte count: unknown suffix {other:?} (K, M or G)"
+                    ))
+                }
             };
-            (&t[..i], m)
+            (&t[..i], shift)
         }
     };
-    let n: usize = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size in bytes"))?;
-    let v = n
-        .checked_mul(mult)
-        .filter(|v| (1..=proto::MAX_MSG as usize).contains(v))
-        .ok_or_else(|| format!("{s:?}: a record is 1 byte to {} bytes", proto::MAX_MSG))?;
-    Ok(v)
+    num.parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(1usize << shift))
+        .ok_or_else(|| format!("{s:?} is not a byte count (digits, optionally K, M or G)"))
 }
 
 /// Parses a comma-separated list of record sizes (see [`parse_size`]), sorted, duplicates
@@ -607,5 +616,16 @@ mod tests {
         assert_eq!(size_name(1024), "1 KiB");
         assert_eq!(size_name(1 << 20), "1 MiB");
         assert_eq!(size_name(1000), "1000 B");
+    }
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("512K"), Ok(512 << 10));
+        assert_eq!(parse_bytes("16M"), Ok(16 << 20));
+        assert_eq!(parse_bytes("1g"), Ok(1 << 30));
+        for bad in ["", "M", "1.5M", "-1", "12T", "99999999999999999999G"] {
+            assert!(parse_bytes(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -182,8 +182,12 @@ pub fn stream_send_outcome(addr: SocketAddr, opts: &StreamOpts) -> anyhow::Resul
     let mut sent = 0u64;
     let mut tcp = Vec::new();
     let mut next_info = start + TCP_INFO_EVERY;
-    while sent < limit && Instant::now() < deadline {
-        if Instant::now() >= next_info {
+    loop {
+        let now = Instant::now();
+        if sent >= limit || now >= deadline {
+            break;
+        }
+        if now >= next_info {
             next_info += TCP_INFO_EVERY;
             if let Some(i) = tcp_info(&sock) {
                 tcp.push(i);

@@ -142,22 +142,6 @@ impl Default for Limits {
     }
 }
 
-/// Parses a byte count: digits, optionally followed by `K`, `M` or `G` (powers of 1024).
-pub fn parse_bytes(s: &str) -> std::result::Result<usize, String> {
-    let t = s.trim();
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, 'K' | 'k')) => (&t[..i], 10),
-        Some((i, 'M' | 'm')) => (&t[..i], 20),
-        Some((i, 'G' | 'g')) => (&t[..i], 30),
-        _ => (t, 0),
-    };
-    digits
-        .parse::<usize>()
-        .ok()
-        .and_then(|n| n.checked_mul(1usize << shift))
-        .ok_or_else(|| format!("{s:?} is not a byte count (digits, optionally K, M or G)"))
-}
-
 /// Most packets `--rx-queue-packets` accepts (64 Ki: at MTU 1500, 100 MiB a guest).
 pub const RX_QUEUE_PACKETS_MAX: usize = 65536;
 /// Most bytes `--rx-queue-bytes` accepts (1 GiB a guest).
@@ -310,9 +294,6 @@ pub struct LroSettings {
     pub mode: lro::Mode,
 }
 
-/// The `xen` configuration (no aggregation, the learning bridge, grant copy) on one guest: what
-/// every bench configuration is built from. Not `pvnet up`'s default, which aggregates
-/// ([`DEFAULT_CONFIG`], [`default_lro`]).
 impl DaemonConfig {
     /// The testbed's guests, by index: PV guests, attached ones, then HVM guests.
     pub fn testbed_guests(&self) -> usize {
@@ -320,6 +301,9 @@ impl DaemonConfig {
     }
 }
 
+/// The `xen` configuration (no aggregation, the learning bridge, grant copy) on one guest: what
+/// every bench configuration is built from. Not `pvnet up`'s default, which aggregates
+/// ([`DEFAULT_CONFIG`], [`default_lro`]).
 impl Default for DaemonConfig {
     fn default() -> Self {
         DaemonConfig {
@@ -456,17 +440,6 @@ mod tests {
         assert!(err(with(|l| l.lro_flows_per_guest = 0), 64).contains("--lro-flows-per-guest"));
         let e = err(with(|l| l.lro_flows_per_guest = 33), 64);
         assert!(e.contains("between 1 and 32"), "{e}");
-    }
-
-    #[test]
-    fn byte_counts() {
-        assert_eq!(parse_bytes("4096"), Ok(4096));
-        assert_eq!(parse_bytes("512K"), Ok(512 << 10));
-        assert_eq!(parse_bytes("16M"), Ok(16 << 20));
-        assert_eq!(parse_bytes("1g"), Ok(1 << 30));
-        for bad in ["", "M", "1.5M", "-1", "12T", "99999999999999999999G"] {
-            assert!(parse_bytes(bad).is_err(), "{bad}");
-        }
     }
 
     #[test]

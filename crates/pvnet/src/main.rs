@@ -281,7 +281,7 @@ struct LimitArgs {
     rx_queue_packets: usize,
     /// Bytes of packet data queued for a guest (`16M`, `512K`, or bytes); beyond them its
     /// packets are dropped (`rx_queue_memory_full`).
-    #[arg(long, default_value = "16M", value_parser = config::parse_bytes)]
+    #[arg(long, default_value = "16M", value_parser = pvnet_perf::records::parse_bytes)]
     rx_queue_bytes: usize,
     /// Grants a guest's persistent table may hold (`--grant persistent`); a frontend that
     /// needs more is disconnected (`persistent_overflow`).
