@@ -161,6 +161,9 @@ pub struct RxFrame<'a> {
     pub truncated: bool,
     /// The frame's original length (`tp_len`).
     pub wire_len: u32,
+    /// When the kernel put it in the ring (`tp_sec`/`tp_nsec`, `CLOCK_REALTIME` in ns): the
+    /// moment a NIC would have written it to memory.
+    pub stamp_ns: u64,
 }
 
 impl RxFrame<'_> {
@@ -678,14 +681,25 @@ impl Pnic {
     /// One poll in either mode, handing each frame's header and bytes to `f` (a ring slot
     /// lease or a lent frame). Truncated frames are counted and not handed over.
     pub fn poll_bufs(&mut self, budget: usize, mut f: impl FnMut(VirtioNetHdr, Buf)) -> usize {
+        self.poll_stamped(budget, |vnet, buf, _| f(vnet, buf))
+    }
+
+    /// [`Pnic::poll_bufs`], with each frame's receive time when the port has one (the packet
+    /// ring's `tp_sec`/`tp_nsec`, `CLOCK_REALTIME` in ns; frame mode has none).
+    pub fn poll_stamped(
+        &mut self,
+        budget: usize,
+        mut f: impl FnMut(VirtioNetHdr, Buf, Option<u64>),
+    ) -> usize {
         if self.frx.is_none() {
             return self.poll(budget, |fr| {
                 if !fr.truncated {
-                    let vnet = fr.vnet;
-                    f(vnet, fr.take());
+                    let (vnet, stamp) = (fr.vnet, fr.stamp_ns);
+                    f(vnet, fr.take(), Some(stamp));
                 }
             });
         }
+        let mut f = |vnet, buf| f(vnet, buf, None);
         let mut handed = 0;
         while handed < budget {
             let n = self.recv_frames((budget - handed).min(FRAME_BATCH), &mut f);
@@ -898,6 +912,7 @@ impl Pnic {
                 Slot::Frame {
                     status,
                     len,
+                    stamp_ns,
                     vnet,
                     data,
                 } => {
@@ -911,6 +926,7 @@ impl Pnic {
                         csum_valid: status & libc::TP_STATUS_CSUM_VALID != 0,
                         truncated: (bytes as u64) < u64::from(len),
                         wire_len: len,
+                        stamp_ns,
                     };
                     st.frames += 1;
                     st.bytes += bytes as u64;

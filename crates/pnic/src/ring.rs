@@ -150,11 +150,18 @@ pub(crate) fn validate(h: &HdrFields, frame_size: u32) -> Option<(usize, usize)>
     Some((mac, snap))
 }
 
+/// A packet ring's receive time (`tp_sec`, `tp_nsec`) in nanoseconds.
+pub(crate) fn stamp_ns(sec: u32, nsec: u32) -> u64 {
+    u64::from(sec) * 1_000_000_000 + u64::from(nsec)
+}
+
 /// What one slot held.
 pub(crate) enum Slot<'a> {
     Frame {
         status: u32,
         len: u32,
+        /// When the kernel received the frame (`tp_sec`/`tp_nsec`: `CLOCK_REALTIME`, ns).
+        stamp_ns: u64,
         vnet: VirtioNetHdr,
         data: Lease<'a>,
     },
@@ -411,6 +418,7 @@ impl Ring {
                     Some(vnet) => Slot::Frame {
                         status,
                         len: h.len,
+                        stamp_ns: stamp_ns(raw.tp_sec, raw.tp_nsec),
                         vnet,
                         data: Lease {
                             map: &self.map,

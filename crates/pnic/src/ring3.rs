@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use crate::buf::Mapping;
-use crate::ring::{Lease, Slot};
+use crate::ring::{stamp_ns, Lease, Slot};
 
 use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
 
@@ -61,6 +61,8 @@ const _: () = assert!(BLK_HDR_LEN == 48 && TP3_HDR_SIZE == 48 && MIN_MAC3 == 78)
 
 /// Offsets of the `tpacket3_hdr` fields read.
 const NEXT_OFF: usize = 0;
+const SEC_OFF: usize = 4;
+const NSEC_OFF: usize = 8;
 const SNAPLEN_OFF: usize = 12;
 const LEN_OFF: usize = 16;
 const PSTATUS_OFF: usize = 20;
@@ -136,6 +138,8 @@ pub(crate) struct Pkt {
     pub snaplen: u32,
     pub len: u32,
     pub status: u32,
+    /// When the kernel received it (`tp_sec`, `tp_nsec`: `CLOCK_REALTIME`, ns).
+    pub stamp_ns: u64,
     pub vnet: [u8; VNET_HDR_LEN],
 }
 
@@ -206,6 +210,7 @@ pub(crate) fn walk_block(block: &[u8], out: &mut Vec<Pkt>) -> Result<(), BadBloc
             snaplen,
             len,
             status: u32_at(h, PSTATUS_OFF),
+            stamp_ns: stamp_ns(u32_at(h, SEC_OFF), u32_at(h, NSEC_OFF)),
             vnet: block[data - VNET_HDR_LEN..data]
                 .try_into()
                 .expect("VNET_HDR_LEN bytes"),
@@ -474,6 +479,7 @@ impl Ring3 {
             Some(vnet) => Slot::Frame {
                 status: p.status,
                 len: p.len,
+                stamp_ns: p.stamp_ns,
                 vnet,
                 data: Lease::in_block(
                     &self.map,

@@ -949,3 +949,50 @@ fn v3_blocks_hold_64_kib_gso_frames_whole_and_leases_hold_their_block() {
         "{st:?}"
     );
 }
+
+/// Nanoseconds since the Unix epoch now (`CLOCK_REALTIME`, the packet ring's clock).
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+/// Each frame carries the time the kernel put it in the ring, on the wall clock, in order: in
+/// a slot (V2) and in a block (V3).
+#[test]
+fn frames_carry_their_receive_time() {
+    if !is_root() {
+        eprintln!("skipping frames_carry_their_receive_time: needs root (namespaces, veth)");
+        return;
+    }
+    for v3 in [false, true] {
+        let bed = Bed::new();
+        let mut p = if v3 {
+            open_a_v3(&bed, 4)
+        } else {
+            open_a(&bed, 256)
+        };
+        let s = peer(&bed, false);
+        let before = wall_ns();
+        for i in 0..10u32 {
+            s.send(&test_frame(MAC_A, MAC_B, i, 200)).unwrap();
+            if i == 4 {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        let got = poll_until(&mut p, 10, 3000, |f| {
+            test_seq(f.data()).map(|q| (q, f.stamp_ns))
+        });
+        let after = wall_ns();
+        assert_eq!(got.len(), 10, "v3 {v3}");
+        for w in got.windows(2) {
+            assert!(w[0].0 < w[1].0 && w[0].1 <= w[1].1, "in order: {got:?}");
+        }
+        for (q, t) in &got {
+            assert!(before <= *t && *t <= after, "frame {q}: {t}");
+        }
+        // The pause between the fifth and sixth frame shows between their stamps.
+        assert!(got[5].1 - got[4].1 >= 20_000_000, "v3 {v3}: {got:?}");
+    }
+}
