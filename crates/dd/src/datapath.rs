@@ -62,6 +62,15 @@ pub trait Phy {
     /// may be waiting). A port may take frames it does not hand over (truncated ones, counted
     /// by the port).
     fn poll(&mut self, budget: usize, rx: impl FnMut(VirtioNetHdr, Buf)) -> usize;
+    /// [`Phy::poll`], with each frame's receive time when the port knows it (nanoseconds on
+    /// the clock of [`Clock::realtime_ns`]). Ports without receive times hand over `None`.
+    fn poll_stamped(
+        &mut self,
+        budget: usize,
+        mut rx: impl FnMut(VirtioNetHdr, Buf, Option<u64>),
+    ) -> usize {
+        self.poll(budget, |vnet, buf| rx(vnet, buf, None))
+    }
     /// Sends one frame made of `pieces`; false when the port refused it.
     fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> bool;
     /// Whether a poll would find a frame now (no system call).
@@ -83,6 +92,14 @@ impl Phy for Pnic {
         // A truncated frame is counted by the port (`rx_truncated`) and lost. In frame mode
         // the frames arrive in the driver domain's machine frames (crate::frameport).
         Pnic::poll_bufs(self, budget, rx)
+    }
+
+    fn poll_stamped(
+        &mut self,
+        budget: usize,
+        rx: impl FnMut(VirtioNetHdr, Buf, Option<u64>),
+    ) -> usize {
+        Pnic::poll_stamped(self, budget, rx)
     }
 
     fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> bool {
@@ -110,6 +127,50 @@ pub trait Clock {
     fn ticks(&self) -> u64;
     /// Ticks per microsecond of [`Clock::ticks`].
     fn ticks_per_us(&self) -> u64;
+    /// The clock of the port's receive times ([`Phy::poll_stamped`]), in ns, read now; `None`
+    /// when there is none to compare them with (frames then arrive when the poll sees them).
+    fn realtime_ns(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Turns the port's receive times into the aggregation engine's ticks for one poll: the clock
+/// pair read once at its start, each frame's age subtracted. Never earlier than `floor` (the
+/// newest arrival of the previous poll) nor later than when the frame was seen, so a step of
+/// the wall clock cannot move the engine's time backwards.
+struct Arrivals {
+    /// `Clock::realtime_ns` and `Clock::ticks` read together, when there is a realtime clock.
+    base: Option<(u64, u64)>,
+    per_us: u64,
+    floor: u64,
+}
+
+/// Oldest age a receive time is trusted with (ns): a frame older than this is taken as that old.
+const MAX_AGE_NS: u64 = 1_000_000_000;
+
+impl Arrivals {
+    fn new(clock: &impl Clock, t0: u64, floor: u64) -> Arrivals {
+        Arrivals {
+            base: clock.realtime_ns().map(|r| (r, t0)),
+            per_us: clock.ticks_per_us().max(1),
+            floor: floor.min(t0),
+        }
+    }
+
+    fn stamped(&self) -> bool {
+        self.base.is_some()
+    }
+
+    /// Arrival in ticks of a frame stamped `stamp` (ns) and seen at `seen` (ticks).
+    fn at(&self, stamp: Option<u64>, seen: u64) -> u64 {
+        let (Some(st), Some((r0, t0))) = (stamp, self.base) else {
+            return seen;
+        };
+        let age = r0.saturating_sub(st).min(MAX_AGE_NS);
+        t0.saturating_sub(age * self.per_us / 1000)
+            .max(self.floor)
+            .min(seen)
+    }
 }
 
 /// A port served through a TAP-like device: the driver domain's own stack, or a relayed guest.
@@ -196,6 +257,8 @@ pub struct PathStats {
     /// The aggregation timer: times armed, times fired.
     pub lro_timer_arms: u64,
     pub lro_timer_fires: u64,
+    /// Timer expiries left to the next poll because frames waited at the port.
+    pub lro_timer_deferred: u64,
     /// Where the data path's time goes, by stage ([`StageTimes`]).
     pub stages: StageTimes,
     /// Guest-to-guest frames: delivered in one copy, or why not ([`G2gStats`]).
@@ -325,6 +388,8 @@ pub struct DataPath<P: Phy, C: Clock> {
     lro_armed: Option<u64>,
     /// Packets leaving the engine (reused buffer).
     lro_out: Vec<Packet>,
+    /// The newest arrival the engine was given (ticks): arrivals never go back before it.
+    lro_floor: u64,
     /// The bridge (with or without its rule pass) or netback MAC routing.
     switch: Switch,
     /// Ports a flooded packet goes to (reused buffer).
@@ -375,6 +440,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             lro_flows_per_dst: lro::MAX_FLOWS_PER_DST,
             lro_armed: None,
             lro_out: Vec::new(),
+            lro_floor: 0,
             switch: Switch::new(crate::switch::Mode::Bridge, BridgeConfig::default()),
             flood: Vec::new(),
             watched: false,
@@ -610,6 +676,11 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         self.lro_mode
     }
 
+    /// Aggregates the engine holds now (0 without LRO).
+    pub fn lro_held(&self) -> usize {
+        self.lro.as_ref().map_or(0, Lro::held)
+    }
+
     pub fn lro_stats(&self) -> Option<LroStats> {
         self.lro.as_ref().map(Lro::stats)
     }
@@ -651,10 +722,16 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         self.lro_armed = None;
     }
 
-    /// The aggregation timer fired: flushes what is due.
+    /// The aggregation timer fired: flushes what is due, unless frames wait at the port (the
+    /// deadlines are arrival times; the poll that comes next may continue the aggregates, and
+    /// the end of its pass flushes what is still due).
     pub fn timer_fired(&mut self) {
         self.stats.lro_timer_fires += 1;
         self.lro_armed = None;
+        if self.phy.as_ref().is_some_and(|p| p.rx_ready()) {
+            self.stats.lro_timer_deferred += 1;
+            return;
+        }
         self.lro_expire();
     }
 
@@ -826,19 +903,34 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             let mut out = std::mem::take(&mut self.lro_out);
             let mut merging = 0;
             let refused = &mut self.stats.port_refused;
-            let n = phy.poll(budget, |vnet, buf| {
+            let arrivals = Arrivals::new(clock, t0, self.lro_floor);
+            let mut newest = arrivals.floor;
+            let n = phy.poll_stamped(budget, |vnet, buf, stamp| {
                 if let Err(r) = portvnet::check(&vnet, &buf) {
                     refused.count(r);
                     return;
                 }
-                // Each segment's own arrival time: flush latency counts from it. The frame
-                // stays in its ring slot (a lease) until it has been copied to the guest.
-                let arrived = clock.ticks();
-                l.receive(buf, vnet, arrived, &mut out);
-                merging += clock.ticks().wrapping_sub(arrived);
+                // Each segment's own arrival time, from the port's receive time when it has
+                // one: the engine's gaps and deadlines are the wire's, not the daemon's time
+                // off the CPU, and flush latency counts from it. The frame stays in its ring
+                // slot (a lease) until it has been copied to the guest.
+                let seen = clock.ticks();
+                newest = newest.max(arrivals.at(stamp, seen));
+                l.set_wall(seen);
+                l.receive(buf, vnet, newest, &mut out);
+                merging += clock.ticks().wrapping_sub(seen);
             });
+            self.lro_floor = newest;
             let t1 = clock.ticks();
-            l.end_poll(n, t1, &mut out);
+            // With frames still waiting in the port (a full poll) the port's time is its newest
+            // frame's: what is due later may yet be continued by the frames behind it.
+            let end = if n == budget && arrivals.stamped() {
+                newest
+            } else {
+                t1
+            };
+            l.set_wall(t1);
+            l.end_poll(n, end, &mut out);
             let t2 = clock.ticks();
             let st = &mut self.stats.stages;
             st.port_ticks += t1.wrapping_sub(t0).saturating_sub(merging);

@@ -318,6 +318,10 @@ impl MockFrontend {
 #[derive(Debug, Default)]
 pub struct MockPhy {
     pub rx: VecDeque<(VirtioNetHdr, Vec<u8>)>,
+    /// Receive times (ns on [`MockClock::realtime_ns`]'s clock) of the frames in `rx`, front
+    /// to front, when the test queued every frame with [`MockPhy::inject_at`]; otherwise the
+    /// port hands over no times.
+    pub stamps: VecDeque<u64>,
     pub tx: Vec<(VirtioNetHdr, Vec<u8>)>,
     /// Polls made, and the budgets they were given.
     pub polls: Vec<usize>,
@@ -334,17 +338,37 @@ impl MockPhy {
     pub fn inject(&mut self, frame: &[u8]) {
         self.rx.push_back((VirtioNetHdr::default(), frame.to_vec()));
     }
+
+    /// Queues a received frame as [`MockPhy::inject`] does, received at `stamp_ns`.
+    pub fn inject_at(&mut self, frame: &[u8], stamp_ns: u64) {
+        self.inject(frame);
+        self.stamps.push_back(stamp_ns);
+    }
 }
 
 impl Phy for MockPhy {
     fn poll(&mut self, budget: usize, mut rx: impl FnMut(VirtioNetHdr, Buf)) -> usize {
+        self.poll_stamped(budget, |vnet, buf, _| rx(vnet, buf))
+    }
+
+    fn poll_stamped(
+        &mut self,
+        budget: usize,
+        mut rx: impl FnMut(VirtioNetHdr, Buf, Option<u64>),
+    ) -> usize {
         self.polls.push(budget);
         let mut n = 0;
         while n < budget {
+            let stamped = self.stamps.len() == self.rx.len();
             let Some((vnet, frame)) = self.rx.pop_front() else {
                 break;
             };
-            rx(vnet, Buf::from(frame));
+            let stamp = if stamped {
+                self.stamps.pop_front()
+            } else {
+                None
+            };
+            rx(vnet, Buf::from(frame), stamp);
             n += 1;
         }
         n
@@ -373,11 +397,17 @@ impl Phy for MockPhy {
     }
 }
 
-/// A clock the test moves: nanoseconds, and ticks at one per nanosecond (1000 per µs).
+/// A clock the test moves: nanoseconds, and ticks at one per nanosecond (1000 per µs). With
+/// [`MockClock::with_realtime`] it also has a wall clock, `offset` ns ahead of it.
 #[derive(Clone, Debug, Default)]
-pub struct MockClock(pub Rc<Cell<u64>>);
+pub struct MockClock(pub Rc<Cell<u64>>, pub Option<u64>);
 
 impl MockClock {
+    /// A clock whose [`Clock::realtime_ns`] reads `offset` ns ahead of its ticks.
+    pub fn with_realtime(offset: u64) -> MockClock {
+        MockClock(Rc::default(), Some(offset))
+    }
+
     /// Moves the clock forward by `ns`.
     pub fn advance(&self, ns: u64) {
         self.0.set(self.0.get() + ns);
@@ -395,6 +425,10 @@ impl Clock for MockClock {
 
     fn ticks_per_us(&self) -> u64 {
         1000
+    }
+
+    fn realtime_ns(&self) -> Option<u64> {
+        self.1.map(|o| self.0.get() + o)
     }
 }
 

@@ -43,6 +43,12 @@ impl Sim {
         panic!("expire does not make progress");
     }
 
+    /// The next frame of the same poll arrived at `t`: no timer runs inside a poll.
+    fn arrived(&mut self, t: u64) -> &mut Sim {
+        self.now = self.now.max(t);
+        self
+    }
+
     fn rx(&mut self, s: &Seg) -> &mut Sim {
         self.lro
             .receive(s.build(), no_vnet(), self.now, &mut self.out);
@@ -351,6 +357,44 @@ fn adaptive_deadline_follows_the_flow_gap() {
     sim.lro.expire(36, &mut sim.out);
     assert_eq!(sim.sizes(), vec![1, 4]);
     assert_eq!(sim.flushed(Reason::Adaptive), 2);
+}
+
+#[test]
+fn adaptive_holds_whole_messages_of_a_sender_that_pauses_between_them() {
+    // Messages of 40 segments 2 µs apart, the last with PSH, one every 700 µs; each message
+    // reaches the engine in two polls. The pause between messages is far above the streaming
+    // bound, the gaps inside them far below: from the second message on, each leaves whole.
+    let (mss, per_msg, msgs) = (1448, 40usize, 12u32);
+    let s = stream(false, 1, mss, per_msg * msgs as usize);
+    let mut sim = Sim::new(Mode::Page, Policy::Adaptive);
+    for m in 0..msgs as usize {
+        let t0 = 700 * m as u64;
+        for (k, seg) in s[m * per_msg..(m + 1) * per_msg].iter().enumerate() {
+            let seg = seg.clone().with(|x| {
+                if k + 1 == per_msg {
+                    x.flags |= PSH;
+                }
+            });
+            let t = t0 + 2 * k as u64;
+            if k % (per_msg / 2) == 0 {
+                // A poll starts: the timer is served first.
+                sim.at(t);
+            }
+            sim.arrived(t).rx(&seg);
+            if (k + 1) % (per_msg / 2) == 0 {
+                sim.end(per_msg / 2);
+            }
+        }
+    }
+    sim.at(u64::MAX / 2);
+    let sizes = sim.sizes();
+    // The first message: no history at its first poll's end, so its first half leaves then.
+    assert_eq!(&sizes[..2], &[20, 20], "{sizes:?}");
+    assert!(
+        sizes[2..].iter().all(|&n| n == 40),
+        "every later message whole: {sizes:?}"
+    );
+    assert_eq!(sim.flushed(Reason::Psh), u64::from(msgs));
 }
 
 #[test]

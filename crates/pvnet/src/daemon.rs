@@ -194,6 +194,14 @@ impl datapath::Clock for SystemClock {
     fn ticks_per_us(&self) -> u64 {
         self.ticks_per_us
     }
+
+    fn realtime_ns(&self) -> Option<u64> {
+        // The packet ring stamps frames with CLOCK_REALTIME (`tp_sec`/`tp_nsec`).
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?;
+        u64::try_from(d.as_nanos()).ok()
+    }
 }
 
 /// The driver domain's own stack port: a TAP in its namespace, written one packet at a time.

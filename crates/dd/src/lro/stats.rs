@@ -29,7 +29,8 @@ pub struct LroStats {
     pub flows: usize,
     /// One counter per reason (see [`Reason`]).
     pub flush: FlushCounts,
-    /// Time from an aggregate's first segment to its flush.
+    /// Time from an aggregate's first segment's arrival (the port's receive time when it has
+    /// one) to its flush.
     pub flush_latency: Latency,
 }
 

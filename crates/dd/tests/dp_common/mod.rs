@@ -78,7 +78,16 @@ pub fn path_with(
     lro: Option<Policy>,
     budget: usize,
 ) -> (Path, MockClock, Vec<Guest>) {
-    let clock = MockClock::default();
+    path_on(MockClock::default(), macs, lro, budget)
+}
+
+/// [`path_with`] on a clock of the test's making (one with a wall clock, say).
+pub fn path_on(
+    clock: MockClock,
+    macs: &[[u8; 6]],
+    lro: Option<Policy>,
+    budget: usize,
+) -> (Path, MockClock, Vec<Guest>) {
     clock.advance(1_000_000);
     let mut dp = Path::new(
         PathConfig { budget, bo: false },
