@@ -139,3 +139,26 @@ fn the_timer_waits_for_the_frames_at_the_port() {
     dp.timer_fired();
     assert_eq!(dp.stats.lro_timer_deferred, 1);
 }
+
+#[test]
+fn flush_latency_is_the_time_held_not_the_wait_at_the_port() {
+    let (mut dp, clock, mut g) = path_on(
+        MockClock::with_realtime(WALL),
+        &[MAC_DST],
+        Some(Policy::Adaptive),
+        16,
+    );
+    // A message that waited 4 ms in the port's ring, read and flushed in one pass (the mock
+    // clock does not move during it): held for no time at all.
+    queue_message(&mut dp, 0, clock.0.get() + WALL - 4_000_000, true);
+    pass_preempted(&mut dp, &clock, 0);
+    assert_eq!(sizes(&mut g[0]).iter().sum::<usize>(), SEGS);
+    let lat = dp.lro_stats().unwrap().flush_latency;
+    assert!(lat.count >= 1 && lat.max_us < 1.0, "{lat:?}");
+    // Preempted for 3 ms in the middle of the next message, the held half really waited.
+    clock.advance(500_000);
+    queue_message(&mut dp, 1, clock.0.get() + WALL - 64_000, true);
+    pass_preempted(&mut dp, &clock, 3_000_000);
+    let lat = dp.lro_stats().unwrap().flush_latency;
+    assert!(lat.max_us >= 3000.0, "{lat:?}");
+}

@@ -63,6 +63,8 @@ pub struct Agg {
     fin: bool,
     /// When the first segment arrived (ticks).
     pub first_at: u64,
+    /// When the caller read the first segment ([`super::Lro::set_wall`]; `first_at` without one).
+    pub first_seen: u64,
     /// Adaptive policy: leave when the flow's next segment has not come by then.
     pub deadline: Option<u64>,
     /// Adaptive policy: a segment merged since the last hold at the end of a poll.
@@ -99,6 +101,7 @@ impl Agg {
             psh: m.flags.contains(TcpFlags::PSH),
             fin: m.flags.contains(TcpFlags::FIN),
             first_at: now,
+            first_seen: now,
             deadline: None,
             grew: false,
         }

@@ -22,7 +22,8 @@
 //!   ([`Chain::PageFrags`](crate::packet::Chain::PageFrags)). No payload byte is copied in either.
 //! - Time is an argument (`now`, in ticks of [`Config::ticks_per_us`]): a frame's arrival time
 //!   for `receive`, the port's time for `end_poll` and `expire`; nothing here reads a clock
-//!   ([`Lro::set_wall`] tells it the caller's, for the flush latency only). No aggregate is held longer than [`HOLD_LIMIT_US`] after its first segment, and
+//!   ([`Lro::set_wall`] tells it the caller's, for the flush latency only: the time aggregation
+//!   held a segment, from when it was read, not its wait at the port before). No aggregate is held longer than [`HOLD_LIMIT_US`] after its first segment, and
 //!   [`Lro::next_deadline`] tells when [`Lro::expire`] next has work, so an idle port never holds
 //!   data without bound.
 //! - The merge rules are a flat list of named predicates in `lro/rules.rs` (`FRAME_RULES`,
@@ -466,7 +467,8 @@ impl Lro {
         };
         let mut dst = [0u8; 6];
         dst.copy_from_slice(&frame[..6]);
-        let agg = Agg::start(frame, vnet, &meta, sw, now);
+        let mut agg = Agg::start(frame, vnet, &meta, sw, now);
+        agg.first_seen = self.wall.max(now);
         if let Some(r) = end {
             // A lone PSH or FIN segment leaves at once (`tcp_gro_receive` flushes it; it is
             // never held); remember its flow only if that costs no eviction.
@@ -520,8 +522,8 @@ impl Lro {
     }
 
     /// The caller's clock now, when the times it passes are the frames' arrival times (which
-    /// lag it while frames wait in the port): what leaves is timed against it for the flush
-    /// latency. The rules and deadlines go by the times passed in.
+    /// lag it while frames wait in the port): the flush latency is timed on it, from reading an
+    /// aggregate's first segment to its flush. The rules and deadlines go by the times passed in.
     pub fn set_wall(&mut self, now: u64) {
         self.wall = self.wall.max(now);
     }
@@ -670,10 +672,11 @@ impl Lro {
         if a.segs > 1 {
             self.c.gso_out += 1;
         }
-        // From the first segment's arrival to when the aggregate really leaves. An
-        // auto-resizing histogram only fails on counter overflow; losing a sample is fine.
+        // From when the first segment was read to when the aggregate leaves, on the caller's
+        // clock: the time aggregation kept it, not its wait at the port before it was read.
+        // An auto-resizing histogram only fails on counter overflow; losing a sample is fine.
         let left = self.wall.max(now);
-        let _ = self.c.latency.record(left.saturating_sub(a.first_at));
+        let _ = self.c.latency.record(left.saturating_sub(a.first_seen));
         out.push(a.finish(self.cfg.mode));
     }
 

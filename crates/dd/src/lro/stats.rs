@@ -29,8 +29,8 @@ pub struct LroStats {
     pub flows: usize,
     /// One counter per reason (see [`Reason`]).
     pub flush: FlushCounts,
-    /// Time from an aggregate's first segment's arrival (the port's receive time when it has
-    /// one) to its flush.
+    /// Time from reading an aggregate's first segment to its flush (the time aggregation held
+    /// it; its wait at the port before it was read is not counted).
     pub flush_latency: Latency,
 }
 

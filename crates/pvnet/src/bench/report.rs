@@ -581,7 +581,7 @@ pub fn markdown(run: &Run) -> String {
          the driver domain's is the rest of CPU 0 (daemon, the physical port's softirq). Native Linux has no split. \
          \"Of the total: softirq\" is CPU 0's softirq time (`/proc/stat`): natively the whole IP and TCP receive path, on the PV path mostly the physical port's (RPS to CPU 0, `tpacket_rcv`). \
          A kernel without `CONFIG_IRQ_TIME_ACCOUNTING` charges softirq time to the task it interrupted, so part of the physical port's softirq counts in the guest's share.\n\
-         - LRO rate: segments in ÷ aggregates out at the physical port during the stream; flush latency: TSC ticks from the arrival of an aggregate's first segment (the packet ring's receive time, so time waiting in the ring counts) to its flush (daemon histogram).\n\
+         - LRO rate: segments in ÷ aggregates out at the physical port during the stream; flush latency: TSC ticks from the daemon reading an aggregate's first segment to its flush (daemon histogram).\n\
          - Retransmissions: `Tcp: RetransSegs` of the sender's namespace before and after the stream; \
          \"D-SACKed\": `TcpExt: TCPDSACKRecvSegs` likewise, the segments the receiver reported as duplicates, i.e. retransmissions of segments that were reordered, not lost. \
          Frames dropped at the physical port: the kernel's count (`PACKET_STATISTICS`) for the port's packet ring before and after the stream, frames that found the ring full or its next slot still leased.\n\
