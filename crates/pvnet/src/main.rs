@@ -96,7 +96,9 @@ enum Cmd {
         #[arg(long)]
         guest_gro: bool,
         /// The CPU your traffic sender runs on: the remote host's input (ACKs) is steered
-        /// there, so the sender's work is not charged to the receiving CPU.
+        /// there, so the sender's work is not charged to the receiving CPU. Default: the lowest
+        /// CPU other than --cpu (none with --cpu -1 or on one CPU), since a veth otherwise runs
+        /// the sender's ACK processing and the transmissions it clocks on the receiving CPU.
         #[arg(long)]
         sender_cpu: Option<usize>,
         /// What forwards frames in the driver domain: `bridge` (the learning bridge),
@@ -609,7 +611,9 @@ fn run(cli: Cli) -> Result<()> {
                 budget,
                 cpu: usize::try_from(cpu).ok(),
                 rps: true,
-                sender_cpu,
+                sender_cpu: sender_cpu.or_else(|| {
+                    other_cpu(usize::try_from(cpu).ok(), pvnet_testbed::cpu::nr_cpus())
+                }),
                 lro: settings,
                 bo: lro.bo,
                 guest_gso: lro.guest_gso,
@@ -1214,8 +1218,27 @@ fn perf(cmd: PerfCmd) -> Result<()> {
     }
 }
 
+/// The lowest CPU other than the receiving one, when it is pinned and there is another.
+fn other_cpu(receiving: Option<usize>, nr_cpus: usize) -> Option<usize> {
+    let r = receiving?;
+    (0..nr_cpus).find(|&c| c != r)
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_sender_s_default_cpu_is_another_than_the_receiving_one() {
+        assert_eq!(super::other_cpu(Some(0), 2), Some(1));
+        assert_eq!(super::other_cpu(Some(1), 2), Some(0));
+        assert_eq!(super::other_cpu(Some(3), 8), Some(0));
+        assert_eq!(super::other_cpu(Some(0), 1), None, "one CPU: nowhere else");
+        assert_eq!(
+            super::other_cpu(None, 8),
+            None,
+            "--cpu -1: no receiving CPU"
+        );
+    }
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
