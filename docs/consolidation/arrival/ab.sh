@@ -3,6 +3,7 @@
 N=$1; id=$2; out=$3
 P=${PV:-/work/main/target/release/pvnet}
 $P up --id $id --lro ${LRO:-off} --guests $N --sender-cpu 1 > /dev/null 2>&1 || exit 1
+if [ -n "$DDFIFO" ]; then for p in $(pgrep -f "daemon --config"); do chrt -f -p 1 $p; done; fi
 for i in $(seq 0 $((N-1))); do
   (taskset -c 0 $P exec --id $id g$i $P perf server --once --bind 0.0.0.0:$((5201+i)) > /dev/null 2>&1 &)
 done
