@@ -912,7 +912,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
                 }
                 // Each segment's own arrival time, from the port's receive time when it has
                 // one: the engine's gaps and deadlines are the wire's, not the daemon's time
-                // off the CPU, and flush latency counts from it. The frame stays in its ring
+                // off the CPU. Flush latency counts from `seen`. The frame stays in its ring
                 // slot (a lease) until it has been copied to the guest.
                 let seen = clock.ticks();
                 newest = newest.max(arrivals.at(stamp, seen));

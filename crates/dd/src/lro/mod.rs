@@ -23,9 +23,9 @@
 //! - Time is an argument (`now`, in ticks of [`Config::ticks_per_us`]): a frame's arrival time
 //!   for `receive`, the port's time for `end_poll` and `expire`; nothing here reads a clock
 //!   ([`Lro::set_wall`] tells it the caller's, for the flush latency only: the time aggregation
-//!   held a segment, from when it was read, not its wait at the port before). No aggregate is held longer than [`HOLD_LIMIT_US`] after its first segment, and
-//!   [`Lro::next_deadline`] tells when [`Lro::expire`] next has work, so an idle port never holds
-//!   data without bound.
+//!   held a segment, from when it was read, not its wait at the port before). No aggregate is
+//!   held longer than [`HOLD_LIMIT_US`] after its first segment, and [`Lro::next_deadline`]
+//!   tells when [`Lro::expire`] next has work, so an idle port never holds data without bound.
 //! - The merge rules are a flat list of named predicates in `lro/rules.rs` (`FRAME_RULES`,
 //!   `MATCH_RULES`, `END_RULES`, after Linux `tcp_gro_receive`), each with its own [`Reason`]
 //!   and counter in [`LroStats::flush`]. Its documentation compares them with Linux GRO case
