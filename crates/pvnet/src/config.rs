@@ -68,6 +68,9 @@ pub struct DaemonConfig {
     /// The port's ring: V2 slots or V3 blocks.
     #[serde(default)]
     pub port_ring: PortRing,
+    /// V3: the blocks' size in KiB (see [`v3_blocks`]); None: the default geometry.
+    #[serde(default)]
+    pub v3_block_kib: Option<u32>,
     /// What forwards frames in the driver domain: the learning bridge, the bridge with its
     /// rule pass, or netback MAC routing.
     #[serde(default)]
@@ -287,6 +290,41 @@ pub fn check_ring_frames(n: u32) -> Result<u32> {
     Ok(n)
 }
 
+/// Smallest and largest `--port-ring-block-kib` (a power of two in between).
+pub const V3_BLOCK_KIB_MIN: u32 = 128;
+pub const V3_BLOCK_KIB_MAX: u32 = 4096;
+
+/// Checks a `--port-ring-block-kib` value: a power of two from 128 to 4096, for a V3 ring.
+pub fn check_v3_block_kib(kib: u32, ring: PortRing) -> Result<u32> {
+    if ring != PortRing::V3 {
+        bail!("--port-ring-block-kib needs --port-ring v3 (a V2 ring has slots, not blocks)");
+    }
+    if !(V3_BLOCK_KIB_MIN..=V3_BLOCK_KIB_MAX).contains(&kib) || !kib.is_power_of_two() {
+        bail!(
+            "--port-ring-block-kib must be a power of two between {V3_BLOCK_KIB_MIN} and \
+             {V3_BLOCK_KIB_MAX}, got {kib}"
+        );
+    }
+    Ok(kib)
+}
+
+/// The V3 ring's blocks: [`pvnet_pnic::gro_v3_blocks`], or blocks of `kib` KiB (checked by
+/// [`check_v3_block_kib`]) making up the same memory.
+pub fn v3_blocks(kib: Option<u32>) -> pvnet_pnic::BlockGeometry {
+    let b = pvnet_pnic::gro_v3_blocks();
+    match kib {
+        Some(k) => {
+            let size = k * 1024;
+            pvnet_pnic::BlockGeometry {
+                block_size: size,
+                block_nr: (b.block_size * b.block_nr / size).max(1),
+                ..b
+            }
+        }
+        None => b,
+    }
+}
+
 /// How the physical port aggregates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LroSettings {
@@ -322,6 +360,7 @@ impl Default for DaemonConfig {
             guest_gro: false,
             ring_frames: pvnet_pnic::DEFAULT_FRAME_NR,
             port_ring: PortRing::V2,
+            v3_block_kib: None,
             switch: pvnet_dd::switch::Mode::Bridge,
             rules: None,
             grant: pvnet_dd::netback::Mechanism::Copy,
@@ -339,6 +378,32 @@ impl Default for DaemonConfig {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn v3_block_sizes_are_checked_and_keep_the_ring_s_memory() {
+        let v3 = PortRing::V3;
+        assert_eq!(check_v3_block_kib(128, v3).unwrap(), 128);
+        assert_eq!(check_v3_block_kib(4096, v3).unwrap(), 4096);
+        for bad in [0, 64, 100, 384, 8192] {
+            let e = check_v3_block_kib(bad, v3).unwrap_err().to_string();
+            assert!(
+                e.contains("power of two between 128 and 4096"),
+                "{bad}: {e}"
+            );
+        }
+        let e = check_v3_block_kib(512, PortRing::V2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs --port-ring v3"), "{e}");
+        let d = pvnet_pnic::gro_v3_blocks();
+        assert_eq!(v3_blocks(None), d);
+        let g = v3_blocks(Some(1024));
+        assert_eq!(
+            (g.block_size, g.block_nr),
+            (1 << 20, (d.block_size * d.block_nr) >> 20)
+        );
+        assert_eq!(g.retire_ms, d.retire_ms);
+    }
     use super::*;
 
     #[test]

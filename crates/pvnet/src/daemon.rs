@@ -589,7 +589,8 @@ impl Daemon {
         let pcfg = PnicConfig {
             frame_nr: check_ring_frames(self.cfg.ring_frames)?,
             frame_size,
-            v3: (self.cfg.port_ring == crate::config::PortRing::V3).then(v3_blocks),
+            v3: (self.cfg.port_ring == crate::config::PortRing::V3)
+                .then(|| crate::config::v3_blocks(self.cfg.v3_block_kib)),
             ..PnicConfig::new(self.testbed.dd_if.clone())
         };
         let pnic = if self.cfg.port_frames {
@@ -1812,25 +1813,6 @@ impl Daemon {
             eprintln!("pvnet: teardown: {e:#}");
         }
         let _ = std::fs::remove_dir_all(rundir::run_dir(&self.cfg.id));
-    }
-}
-
-/// The V3 ring's blocks: [`pvnet_pnic::gro_v3_blocks`], or, for the block-size experiment of
-/// docs/port-gro.md, blocks of `PVNET_V3_BLOCK_KIB` KiB (a power of two, 128 to 4096) making
-/// up the same 64 MiB.
-fn v3_blocks() -> pvnet_pnic::BlockGeometry {
-    let b = pvnet_pnic::gro_v3_blocks();
-    let total = b.block_size * b.block_nr;
-    match std::env::var("PVNET_V3_BLOCK_KIB")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-    {
-        Some(k) if (128..=4096).contains(&k) && k.is_power_of_two() => pvnet_pnic::BlockGeometry {
-            block_size: k * 1024,
-            block_nr: total / (k * 1024),
-            ..b
-        },
-        _ => b,
     }
 }
 

@@ -313,6 +313,14 @@ fn clear_errors_for_bad_input() {
                 &["up", "--lro-flows-per-guest", "40"][..],
                 "--lro-flows-per-guest must be between 1 and 32",
             ),
+            (
+                &["up", "--port-ring", "v3", "--port-ring-block-kib", "100"][..],
+                "--port-ring-block-kib must be a power of two between 128 and 4096, got 100",
+            ),
+            (
+                &["up", "--port-ring-block-kib", "512"][..],
+                "--port-ring-block-kib needs --port-ring v3",
+            ),
         ] {
             fails_saying(args, want);
         }
