@@ -36,6 +36,16 @@ fn queue_message(dp: &mut Path, m: usize, first_ns: u64, stamped: bool) {
     }
 }
 
+/// An adaptive path with one guest, a 16-frame budget and a wall clock.
+fn stamped_path() -> (Path, MockClock, Vec<Guest>) {
+    path_on(
+        MockClock::with_realtime(WALL),
+        &[MAC_DST],
+        Some(Policy::Adaptive),
+        16,
+    )
+}
+
 /// Segments in each packet the guest got.
 fn sizes(g: &mut Guest) -> Vec<usize> {
     g.take()
@@ -102,12 +112,7 @@ fn without_receive_times_the_preemption_cuts_the_message() {
 
 #[test]
 fn the_timer_waits_for_the_frames_at_the_port() {
-    let (mut dp, clock, mut g) = path_on(
-        MockClock::with_realtime(WALL),
-        &[MAC_DST],
-        Some(Policy::Adaptive),
-        16,
-    );
+    let (mut dp, clock, mut g) = stamped_path();
     let wall = |c: &MockClock| c.0.get() + WALL;
     queue_message(&mut dp, 0, wall(&clock) - 64_000, true);
     pass_preempted(&mut dp, &clock, 0);
@@ -142,12 +147,7 @@ fn the_timer_waits_for_the_frames_at_the_port() {
 
 #[test]
 fn flush_latency_is_the_time_held_not_the_wait_at_the_port() {
-    let (mut dp, clock, mut g) = path_on(
-        MockClock::with_realtime(WALL),
-        &[MAC_DST],
-        Some(Policy::Adaptive),
-        16,
-    );
+    let (mut dp, clock, mut g) = stamped_path();
     // A message that waited 4 ms in the port's ring, read and flushed in one pass (the mock
     // clock does not move during it): held for no time at all.
     queue_message(&mut dp, 0, clock.0.get() + WALL - 4_000_000, true);
