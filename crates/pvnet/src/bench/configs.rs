@@ -317,7 +317,6 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         bail!("configuration {config:?}: {EXIT_SUFFIX}N is for the HVM configurations (hvm, hvm-seed, hvm-fast)");
     }
     Ok(DaemonConfig {
-        limits: crate::config::Limits::default(),
         mode,
         guests: match (hvm_path, g2g) {
             (Some(_), _) => 0,
