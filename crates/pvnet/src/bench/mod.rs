@@ -30,6 +30,7 @@ mod progress;
 mod records;
 mod report;
 mod run;
+mod scaling;
 mod scenario;
 mod soak;
 mod summary;
@@ -814,6 +815,10 @@ fn present(run: &Run, args: &BenchArgs, out: &Path) -> Result<()> {
     }
     if run.sweep.is_some() {
         println!("{}", report::sweep_table(&run.summary, reps).text());
+    }
+    let scaling = scaling::scaling(&run.summary, &run.samples);
+    if !scaling.is_empty() {
+        println!("{}", scaling::table(&scaling).text());
     }
     if let Some(p) = &run.paired {
         println!("{}", report::paired_table(p).text());

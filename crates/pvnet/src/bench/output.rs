@@ -10,7 +10,7 @@ use super::configs;
 use super::measure;
 use super::run::Run;
 use super::summary::{self, ConfigSummary};
-use super::{plot, report};
+use super::{plot, report, scaling};
 
 /// When a run started: seconds since the epoch, and the same as UTC text.
 pub struct Started {
@@ -97,11 +97,39 @@ pub fn results_json(run: &Run) -> Value {
         "order": run.configs,
         "configs": configs,
         "sweep": sweep,
+        "scaling": scaling_json(run),
         "rr_paired": run.paired,
         "rr_paired_error": run.paired_error,
         "warnings": report::warnings(run),
         "samples": run.samples,
     })
+}
+
+/// [`scaling::scaling`] as JSON: each configuration at N guests against itself with one.
+fn scaling_json(run: &Run) -> Value {
+    let rows = scaling::scaling(&run.summary, &run.samples);
+    Value::Array(
+        rows.iter()
+            .map(|s| {
+                json!({
+                    "config": s.name,
+                    "one_guest_config": s.one,
+                    "guests": s.guests,
+                    "aggregate_mbps": s.aggregate,
+                    "one_guest_mbps": s.one_guest,
+                    "ratio_of_medians": s.ratio_of_medians,
+                    "round_ratios": s.ratios,
+                    "ratio_geomean": s.geomean,
+                    "ratio_ci95": s.ci95,
+                    "aggregate_goal": scaling::AGGREGATE_GOAL,
+                    "aggregate_verdict": s.verdict,
+                    "jain": s.jain.map(|j| json!({"median": j.median, "min": j.min, "max": j.max})),
+                    "jain_goal": scaling::JAIN_GOAL,
+                    "jain_met": s.jain_met,
+                })
+            })
+            .collect(),
+    )
 }
 
 pub fn write_outputs(run: &Run, out: &Path, json_copy: Option<&Path>) -> Result<()> {

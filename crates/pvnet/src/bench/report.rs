@@ -567,7 +567,13 @@ pub fn markdown(run: &Run) -> String {
         s.push_str("\n![sweep](sweep.svg)\n\n");
     }
     if !super::plot::guest_lines(&run.summary).is_empty() {
-        s.push_str("## Against the number of guests\n\nAggregate throughput and Jain's fairness index of each configuration run at several guest counts (`NAME/gN`).\n\n![guests](guests.svg)\n\n");
+        s.push_str("## Against the number of guests\n\nAggregate throughput and Jain's fairness index of each configuration run at several guest counts (`NAME/gN`).\n\n");
+        let scaling = super::scaling::scaling(&run.summary, &run.samples);
+        if !scaling.is_empty() {
+            s.push_str(&super::scaling::table(&scaling).markdown());
+            let _ = writeln!(s, "\n{}\n", super::scaling::NOTE);
+        }
+        s.push_str("![guests](guests.svg)\n\n");
     }
     s.push_str("## Configurations\n\n| name | what runs |\n|---|---|\n");
     for c in &run.summary {
