@@ -483,20 +483,7 @@ impl Daemon {
         self.open_ports()?;
         // One group per guest of the testbed, by its index: PV guests, attached ones (whose
         // processes the operator starts; their receivers join), then HVM guests.
-        let groups = self.cfg.testbed_guests();
-        if self.cfg.guest_cgroups && groups > 0 {
-            match crate::cgroup::GuestGroups::create(&self.cfg.id, groups) {
-                Ok(g) => {
-                    let (file, w) = g.kind().weight();
-                    eprintln!(
-                        "pvnet: guest cgroups: {groups} guests, {:?} {file} {w} each",
-                        g.kind()
-                    );
-                    self.guest_groups = Some(g)
-                }
-                Err(e) => eprintln!("pvnet: --guest-cgroups: {e}; the guests run without groups"),
-            }
-        }
+        self.create_guest_groups(self.cfg.testbed_guests());
         for i in 0..self.cfg.guests + self.cfg.attach {
             let spawn = i < self.cfg.guests;
             self.create_guest(i, spawn)?;
@@ -540,6 +527,10 @@ impl Daemon {
     /// Mode relay: the ports, then each guest's TAP in its namespace, served by the daemon.
     fn start_relay(&mut self) -> Result<()> {
         self.open_ports()?;
+        // A relayed guest has no process of its own (the daemon writes its TAP), but what runs
+        // in it (a benchmark's receiver) joins its group, as in a PV guest: the floor is then
+        // measured under the same scheduling of guests as the path it is the floor of.
+        self.create_guest_groups(self.cfg.guests);
         for i in 0..self.cfg.guests {
             let dom = i as u16 + 1;
             let r = RelayTap::create(&self.testbed.guests[i], i, self.cfg.mtu)?;
@@ -551,6 +542,25 @@ impl Daemon {
                 .map_err(|e| anyhow!("attaching relayed guest {i} to the switch: {e}"))?;
         }
         Ok(())
+    }
+
+    /// `--guest-cgroups`: one CPU group per guest of the testbed, by index, each with the
+    /// equal weight. Without a cpu controller the run goes on without groups, and says so.
+    fn create_guest_groups(&mut self, groups: usize) {
+        if !self.cfg.guest_cgroups || groups == 0 {
+            return;
+        }
+        match crate::cgroup::GuestGroups::create(&self.cfg.id, groups) {
+            Ok(g) => {
+                let (file, w) = g.kind().weight();
+                eprintln!(
+                    "pvnet: guest cgroups: {groups} guests, {:?} {file} {w} each",
+                    g.kind()
+                );
+                self.guest_groups = Some(g)
+            }
+            Err(e) => eprintln!("pvnet: --guest-cgroups: {e}; the guests run without groups"),
+        }
     }
 
     /// `guest-gro`: the guest's TAP (opened with `IFF_NAPI`) polled by a NAPI kernel thread on

@@ -1,6 +1,7 @@
 //! `pvnet up --guest-cgroups on`: each guest's process (a PV guest's netfront, an HVM guest's
 //! vCPU process), every thread of it, sits in a CPU cgroup of its own (`pvnet-<id>/guest<i>`)
-//! with the default weight, the same for every guest; `pvnet down` removes the groups. With `off` no group is made. Needs root (and a cpu
+//! with the default weight, the same for every guest (a relayed guest, which has no process,
+//! gets its group too, for what runs in it); `pvnet down` removes the groups. With `off` no group is made. Needs root (and a cpu
 //! controller, cgroup v2 or v1; skipped with a message without one).
 
 mod common;
@@ -119,6 +120,45 @@ fn guests_sit_in_their_own_weighted_cgroups_until_down() {
     let run_dir = check_groups(&run, 2).expect("groups, as in the first run");
     drop(run);
     assert!(!run_dir.exists(), "{} left after down", run_dir.display());
+
+    // A relayed guest has no process of its own, but its group is there for what runs in it
+    // (the bench's receiver joins it), so the floor is measured under the same scheduling of
+    // guests as the PV path: two empty groups of the equal weight, removed at down.
+    let run = Run::up(&["--mode", "relay", "--guests", "2", "--guest-cgroups", "on"]);
+    let inf = info(&run.id);
+    let dirs: Vec<&str> = (inf["guest_cgroups"]
+        .as_array()
+        .expect("guest_cgroups")
+        .iter())
+    .map(|d| d.as_str().unwrap())
+    .collect();
+    assert_eq!(dirs.len(), 2, "{inf}");
+    for (i, dir) in dirs.iter().enumerate() {
+        let dir = Path::new(dir);
+        assert_eq!(
+            dir,
+            run_dir
+                .parent()
+                .unwrap()
+                .join(format!("pvnet-{}/guest{i}", run.id))
+        );
+        let (file, want) = if dir.join("cpu.weight").exists() {
+            ("cpu.weight", "100")
+        } else {
+            ("cpu.shares", "1024")
+        };
+        let w = std::fs::read_to_string(dir.join(file)).expect("weight file");
+        assert_eq!(w.trim(), want, "relayed guest {i}'s {file}");
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
+        assert_eq!(procs.trim(), "", "relayed guest {i}'s group starts empty");
+    }
+    let relay_dir = Path::new(dirs[0]).parent().unwrap().to_path_buf();
+    drop(run);
+    assert!(
+        !relay_dir.exists(),
+        "{} left after down",
+        relay_dir.display()
+    );
 
     // Off: no group is made.
     let run = Run::up(&["--guests", "1", "--guest-cgroups", "off"]);
