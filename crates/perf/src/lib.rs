@@ -3,6 +3,8 @@
 //! * [`pattern`] — a verifiable byte-stream content pattern (prime period, memcmp-speed check).
 //! * [`proto`] — the 32-byte hello that opens every test connection.
 //! * [`stream`] — TCP_STREAM-like bulk transfer, verified byte-exact by the receiver.
+//! * [`streams`] — several verified streams on open connections, switched on and off in
+//!   slices (the guest-scaling comparison on one testbed).
 //! * [`rr`] — TCP_RR-like request/response with a bounded-memory latency histogram.
 //! * [`udp`] — UDP_STREAM-like fixed-size datagrams, paced, each verified and counted alone.
 //! * [`records`] — paced records of one size over TCP, each verified and acknowledged (the
@@ -18,6 +20,7 @@ pub mod records;
 pub mod rr;
 pub mod server;
 pub mod stream;
+pub mod streams;
 pub mod udp;
 
 pub use cpu::{CpuDelta, CpuSample, CpuTimes};
@@ -28,6 +31,7 @@ pub use stream::{
     stream_send, stream_send_outcome, SenderTcp, StreamOpts, StreamOutcome, StreamReport,
     StreamResult,
 };
+pub use streams::{Session as StreamsSession, StreamsResult, StreamsSlice};
 pub use udp::{
     udp_send, Rate, UdpLimits, UdpOpts, UdpOutcome, UdpRecvError, UdpReport, UdpSenderStats,
     UdpSession,

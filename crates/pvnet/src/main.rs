@@ -420,6 +420,23 @@ enum PerfCmd {
         #[arg(long)]
         pace: Option<u64>,
     },
+    /// Several verified streams on connections that stay open, switched on and off slice by
+    /// slice (the bench's guest-scaling comparison on one testbed). Reads one slice per line
+    /// on standard input, `SETTLE SECONDS STREAMS` (seconds, seconds, the active streams'
+    /// indices separated by commas, or `all`), and prints each slice's acknowledged bytes per
+    /// stream as a JSON line; at end of input closes the streams and prints what each receiver
+    /// verified; fails unless every stream arrived intact.
+    Streams {
+        /// A receiver, `HOST:PORT` (a `pvnet perf server`); once per stream.
+        #[arg(long = "to", required = true)]
+        to: Vec<String>,
+        /// Bytes per write.
+        #[arg(long, default_value_t = 65536)]
+        msg_size: usize,
+        /// Seconds any socket operation may block before the session fails.
+        #[arg(long, default_value_t = 30.0)]
+        limit: f64,
+    },
     /// ICMP echo; prints sent/received/RTTs as JSON; fails unless every echo is answered.
     Ping {
         to: std::net::Ipv4Addr,
@@ -524,6 +541,40 @@ fn need_root(what: &str) -> Result<()> {
         bail!("`pvnet {what}` needs root (network namespaces, veth, TAP and raw sockets): run it with sudo");
     }
     Ok(())
+}
+
+/// One line of `pvnet perf streams`' input: `SETTLE SECONDS STREAMS`.
+fn parse_streams_slice(line: &str, streams: usize) -> Result<(Duration, Duration, Vec<usize>)> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let [settle, seconds, active] = f[..] else {
+        bail!(
+            "slice {line:?}: want `SETTLE SECONDS STREAMS` (e.g. `0.2 0.5 0,3` or `0.2 0.5 all`)"
+        );
+    };
+    let secs = |what: &str, v: &str| -> Result<Duration> {
+        match v.parse::<f64>() {
+            Ok(x) if x.is_finite() && (0.0..=3600.0).contains(&x) => Ok(Duration::from_secs_f64(x)),
+            _ => bail!("slice {line:?}: {what} {v:?} is not a number of seconds from 0 to 3600"),
+        }
+    };
+    let (settle, seconds) = (secs("SETTLE", settle)?, secs("SECONDS", seconds)?);
+    if seconds.is_zero() {
+        bail!("slice {line:?}: SECONDS must be more than 0");
+    }
+    let active = if active == "all" {
+        (0..streams).collect()
+    } else {
+        (active.split(','))
+            .map(|i| match i.parse::<usize>() {
+                Ok(i) if i < streams => Ok(i),
+                _ => bail!(
+                    "slice {line:?}: stream {i:?} is not one of 0 to {}",
+                    streams - 1
+                ),
+            })
+            .collect::<Result<Vec<usize>>>()?
+    };
+    Ok((settle, seconds, active))
 }
 
 fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
@@ -1108,6 +1159,47 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             }
             Ok(())
         }
+        PerfCmd::Streams {
+            to,
+            msg_size,
+            limit,
+        } => {
+            if !(limit > 0.0 && limit.is_finite()) {
+                bail!("--limit must be a positive number of seconds");
+            }
+            let addrs = (to.iter())
+                .map(|t| {
+                    t.to_socket_addrs()
+                        .with_context(|| format!("--to {t}: not HOST:PORT"))?
+                        .next()
+                        .ok_or_else(|| anyhow!("--to {t}: cannot resolve"))
+                })
+                .collect::<Result<Vec<SocketAddr>>>()?;
+            let mut session = pvnet_perf::StreamsSession::start(
+                &addrs,
+                msg_size,
+                Duration::from_secs_f64(limit),
+            )?;
+            for line in std::io::stdin().lines() {
+                let line = line.context("reading a slice from standard input")?;
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let (settle, seconds, active) = parse_streams_slice(&line, session.len())?;
+                let slice = session.slice(&active, settle, seconds)?;
+                println!("{}", serde_json::to_string(&slice)?);
+            }
+            let result = session.finish()?;
+            println!("{}", serde_json::to_string(&result)?);
+            if !result.intact() {
+                bail!(
+                    "streams not intact: sent {:?}, receivers {:?}",
+                    result.sent,
+                    result.receivers
+                );
+            }
+            Ok(())
+        }
         PerfCmd::Ping { to, count, size } => {
             let r = pvnet_perf::ping::ping_sized(
                 to,
@@ -1235,6 +1327,36 @@ fn other_cpu(receiving: Option<usize>, nr_cpus: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_streams_slice_line_is_checked() {
+        use std::time::Duration;
+        let (settle, secs, active) = super::parse_streams_slice("0.2 0.5 2,0", 4).unwrap();
+        assert_eq!(
+            (settle, secs, active),
+            (
+                Duration::from_millis(200),
+                Duration::from_millis(500),
+                vec![2, 0]
+            )
+        );
+        assert_eq!(
+            super::parse_streams_slice(" 0 1 all ", 3).unwrap().2,
+            [0, 1, 2]
+        );
+        for (bad, why) in [
+            ("0.2 0.5", "SETTLE SECONDS STREAMS"),
+            ("0.2 0.5 1 2", "SETTLE SECONDS STREAMS"),
+            ("x 0.5 1", "SETTLE \"x\""),
+            ("0.2 -1 1", "SECONDS \"-1\""),
+            ("0.2 0 1", "more than 0"),
+            ("0.2 NaN 1", "SECONDS"),
+            ("0.2 0.5 4", "stream \"4\" is not one of 0 to 3"),
+            ("0.2 0.5 1,,2", "stream \"\""),
+        ] {
+            let e = super::parse_streams_slice(bad, 4).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+    }
 
     #[test]
     fn the_sender_s_default_cpu_is_another_than_the_receiving_one() {

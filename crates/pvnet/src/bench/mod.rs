@@ -122,6 +122,14 @@ pub struct BenchArgs {
     /// 1.3–2× narrower than 1 s slices.
     #[arg(long)]
     pub paired_seconds: Option<f64>,
+    /// `--sweep guests`: rounds of the one-testbed comparison of each configuration's largest
+    /// guest count against one guest (default 40, quick 10; 0 skips it). One testbed of N
+    /// guests, connections that stay open, and in each round a slice with one guest streaming
+    /// and one with all N (0.5 s each after 0.3 s to settle): the 8 ÷ 1 ratio without the
+    /// ±10–15 % that separates fresh testbeds here. Only with the guests on the receiving CPU
+    /// (`--placement same`, the default) and streams into the guests.
+    #[arg(long)]
+    pub scaling_rounds: Option<usize>,
     /// The two PV configurations of the paired comparison, BASE,OTHER. The project asks
     /// `adaptive` to stay within 2 % of `xen`; the same configuration twice (`xen,xen`) is an
     /// A/A run that shows the method's own spread and bias.
@@ -283,7 +291,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         );
     }
     let t0 = Instant::now();
-    let (samples, paired) = execute(&plan)?;
+    let (samples, paired, (one_testbed, one_testbed_errors)) = execute(&plan)?;
     let (paired, paired_error) = paired;
     let Plan {
         configs,
@@ -305,6 +313,8 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         sweep,
         paired,
         paired_error,
+        one_testbed,
+        one_testbed_errors,
     };
     present(&run, &args, &out)
 }
@@ -568,6 +578,8 @@ struct Plan {
     sweep: Option<SweepInfo>,
     pair: (String, String),
     params: Params,
+    /// The configurations the one-testbed comparison runs at their largest guest count.
+    scaling: Vec<String>,
 }
 
 impl Plan {
@@ -679,12 +691,39 @@ impl Plan {
                 0
             },
             paired_seconds: args.paired_seconds.unwrap_or(0.1),
+            scaling_rounds: 0,
+        };
+        let scaling_rounds = match args.scaling_rounds {
+            Some(r) if args.sweep != Some(SweepKind::Guests) && r > 0 => {
+                bail!("--scaling-rounds belongs to --sweep guests")
+            }
+            Some(r) => r,
+            None if args.sweep == Some(SweepKind::Guests) => {
+                if args.quick {
+                    10
+                } else {
+                    40
+                }
+            }
+            None => 0,
+        };
+        let scaling = if scaling_rounds > 0 && placement == measure::GuestPlacement::Same {
+            scaling_configs(&configs)
+        } else {
+            Vec::new()
+        };
+        let mut params = params;
+        params.scaling_rounds = if scaling.is_empty() {
+            0
+        } else {
+            scaling_rounds
         };
         Ok(Plan {
             configs,
             sweep,
             pair,
             params,
+            scaling,
         })
     }
 
@@ -724,8 +763,40 @@ impl Plan {
         if self.params.paired_rounds > 0 {
             planned.push(2.0 * self.params.paired_rounds as f64 * self.params.paired_seconds);
         }
+        for _ in &self.scaling {
+            planned.push(
+                1.0 + 2.0
+                    * self.params.scaling_rounds as f64
+                    * (scaling::SLICE_SECONDS + scaling::SETTLE_SECONDS),
+            );
+        }
         planned
     }
+}
+
+/// For each configuration that runs with one guest and with more (a guest sweep), the one
+/// with the most guests: what the one-testbed comparison runs. Streams into guests only (not
+/// `@tx`), and neither HVM nor guest-to-guest configurations.
+fn scaling_configs(configs: &[String]) -> Vec<String> {
+    let mut best: Vec<(String, usize, String)> = Vec::new();
+    for c in configs {
+        let Ok(n) = configs::Name::parse(c) else {
+            continue;
+        };
+        if n.dir != configs::Direction::Rx || configs::is_hvm(c) || configs::is_g2g(c) {
+            continue;
+        }
+        let one = configs::Name { guests: 1, ..n }.with_base(n.base);
+        match best.iter_mut().find(|(b, _, _)| *b == one) {
+            Some(e) if n.guests > e.1 => (e.1, e.2) = (n.guests, c.clone()),
+            Some(_) => {}
+            None => best.push((one, n.guests, c.clone())),
+        }
+    }
+    (best.into_iter())
+        .filter(|(one, n, _)| *n > 1 && configs.contains(one))
+        .map(|(_, _, c)| c)
+        .collect()
 }
 
 /// Every HVM configuration named without an exit cost once per cost in `costs` (`NAME` at 0,
@@ -751,10 +822,12 @@ fn expand_exit_costs(configs: &[String], costs: &[u64]) -> Result<Vec<String>> {
 }
 
 type PairedOutcome = (Option<paired::Paired>, Option<String>);
+/// The one-testbed comparisons that ran, and why any failed.
+type ScalingOutcome = (Vec<scaling::OneTestbed>, Vec<String>);
 
 /// Runs the plan: every step on a fresh testbed, then the paired comparison. A failed
 /// paired comparison still leaves the samples their report (the failure goes into it).
-fn execute(plan: &Plan) -> Result<(Vec<Sample>, PairedOutcome)> {
+fn execute(plan: &Plan) -> Result<(Vec<Sample>, PairedOutcome, ScalingOutcome)> {
     let progress = Progress::new(plan.planned_seconds());
     let warm = plan.warm();
     let reps = plan.params.reps;
@@ -802,8 +875,29 @@ fn execute(plan: &Plan) -> Result<(Vec<Sample>, PairedOutcome)> {
             ),
         };
     }
+    let (mut one_testbed, mut one_testbed_errors) = (Vec::new(), Vec::new());
+    for c in &plan.scaling {
+        progress.step(&format!("{c} against one guest on one testbed"));
+        let r = scaling::run_one_testbed(
+            c,
+            plan.params.scaling_rounds,
+            &plan.params.measure,
+            &progress,
+        );
+        progress.step_done();
+        match r {
+            Ok(r) => one_testbed.push(r),
+            Err(e) if e.downcast_ref::<interrupt::Interrupted>().is_some() => {
+                progress.finish();
+                return Err(e);
+            }
+            Err(e) => {
+                one_testbed_errors.push(format!("the one-testbed comparison of {c} failed: {e:#}"))
+            }
+        }
+    }
     progress.finish();
-    Ok((samples, paired))
+    Ok((samples, paired, (one_testbed, one_testbed_errors)))
 }
 
 /// Prints the tables and warnings, writes the outputs, and fails if any configuration or the
@@ -823,6 +917,9 @@ fn present(run: &Run, args: &BenchArgs, out: &Path) -> Result<()> {
     if let Some(p) = &run.paired {
         println!("{}", report::paired_table(p).text());
         println!("{}\n", report::paired_verdict_note(p));
+    }
+    if !run.one_testbed.is_empty() {
+        println!("{}", scaling::one_testbed_table(&run.one_testbed).text());
     }
     println!("{}\n", report::limit_note(&run.summary, args.msg_size));
     for w in report::warnings(run) {
@@ -844,6 +941,9 @@ fn present(run: &Run, args: &BenchArgs, out: &Path) -> Result<()> {
         }
     );
     if let Some(e) = &run.paired_error {
+        bail!("{e}");
+    }
+    if let Some(e) = run.one_testbed_errors.first() {
         bail!("{e}");
     }
     let bad: Vec<&str> = (run.summary.iter())

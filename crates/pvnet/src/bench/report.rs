@@ -573,6 +573,10 @@ pub fn markdown(run: &Run) -> String {
             s.push_str(&super::scaling::table(&scaling).markdown());
             let _ = writeln!(s, "\n{}\n", super::scaling::NOTE);
         }
+        if !run.one_testbed.is_empty() {
+            s.push_str(&super::scaling::one_testbed_table(&run.one_testbed).markdown());
+            let _ = writeln!(s, "\n{}\n", super::scaling::ONE_TESTBED_NOTE);
+        }
         s.push_str("![guests](guests.svg)\n\n");
     }
     s.push_str("## Configurations\n\n| name | what runs |\n|---|---|\n");
@@ -601,6 +605,7 @@ pub fn markdown(run: &Run) -> String {
         .iter()
         .flat_map(|c| c.errors.iter().map(move |e| format!("- {}: {e}", c.name)))
         .chain(run.paired_error.iter().map(|e| format!("- {e}")))
+        .chain(run.one_testbed_errors.iter().map(|e| format!("- {e}")))
         .collect();
     let warnings = warnings(run);
     if !warnings.is_empty() {

@@ -3,8 +3,8 @@
 use serde_json::Value;
 
 use super::measure::{self, Sample};
-use super::paired;
 use super::summary::ConfigSummary;
+use super::{paired, scaling};
 
 /// How the run is measured.
 #[derive(Clone, Copy, Debug)]
@@ -16,6 +16,8 @@ pub struct Params {
     /// Rounds and seconds per TCP_RR run of the paired comparison (0 rounds: none).
     pub paired_rounds: usize,
     pub paired_seconds: f64,
+    /// Rounds of the one-testbed guest-scaling comparison (0: none).
+    pub scaling_rounds: usize,
 }
 
 /// What a `--sweep` ran.
@@ -40,4 +42,8 @@ pub struct Run {
     /// The paired TCP_RR comparison, when it ran; why it failed, when it did.
     pub paired: Option<paired::Paired>,
     pub paired_error: Option<String>,
+    /// The one-testbed comparisons of N guests against one (`--sweep guests`), and why any
+    /// failed.
+    pub one_testbed: Vec<scaling::OneTestbed>,
+    pub one_testbed_errors: Vec<String>,
 }

@@ -10,11 +10,24 @@
 //! when all of it lies at or above the goal, `fails` when all of it lies below, `undecided`
 //! otherwise.
 
-use super::measure::Sample;
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use pvnet_perf::{StreamsResult, StreamsSlice};
+use pvnet_testbed::Netns;
+use serde::Serialize;
+
+use super::measure::{self, Params, Sample};
 use super::paired::Verdict;
 use super::plot::guest_lines;
+use super::progress::Progress;
 use super::report::Table;
-use super::summary::{geomean_ci95, ConfigSummary, Stat};
+use super::summary::{geomean_ci95, geomean_ci95_batched, ConfigSummary, Stat};
+use super::{child, configs, interrupt, testbed};
+use crate::config::{DaemonConfig, Mode};
+use crate::rundir::RunInfo;
 
 /// The aggregate of N guests at least this fraction of one guest's.
 pub const AGGREGATE_GOAL: f64 = 0.9;
@@ -164,6 +177,294 @@ pub fn table(rows: &[Scaling]) -> Table {
 
 /// What the table's verdicts mean, for the report.
 pub const NOTE: &str = "Each round of the run ran every configuration once, back to back, so each round gives a paired ratio: the N-guest aggregate over the same round's one guest. The goal is judged on the 95 % confidence interval of the rounds' geometric mean (Student's t on the logarithms): `holds` when the whole interval lies at or above it, `fails` when the whole interval lies below it, `undecided` when it straddles it (more repetitions, `--reps`, narrow it). The ratio of the medians is shown beside it; one run's ratio of medians moves by several hundredths with the one-guest figure alone.";
+
+/// Slices of the one-testbed comparison: seconds measured, and seconds let pass after each
+/// switch before measuring (what the paused streams had in flight drains, the resumed ones
+/// reach their rate: at 8 guests the senders' RTT is 25–40 ms here).
+pub const SLICE_SECONDS: f64 = 0.5;
+pub const SETTLE_SECONDS: f64 = 0.3;
+
+/// The same comparison on ONE testbed of N guests: each round runs a slice with one guest
+/// streaming (guest `round % N`, so every guest takes its turn) and a slice with all N, on
+/// connections that stay open (`pvnet perf streams`), in the order one–all, then all–one. Fresh
+/// testbeds per repetition differ by ±10–15 % here, a drift that the per-repetition ratios
+/// carry whole; slices half a second apart on one testbed cancel most of it.
+#[derive(Clone, Debug, Serialize)]
+pub struct OneTestbed {
+    /// The configuration at N guests (`xen/g8`).
+    pub config: String,
+    pub guests: usize,
+    pub rounds: usize,
+    pub slice_seconds: f64,
+    pub settle_seconds: f64,
+    /// Per round: Mbit/s with one guest streaming, and with all N.
+    pub one_mbps: Vec<f64>,
+    pub all_mbps: Vec<f64>,
+    /// `all_mbps[i] / one_mbps[i]`.
+    pub ratios: Vec<f64>,
+    /// Geometric mean of the ratios and its 95 % interval (batch means over 16 batches of
+    /// consecutive rounds from 32 rounds on, as the paired TCP_RR comparison).
+    pub geomean: Option<f64>,
+    pub ci95: Option<[f64; 2]>,
+    /// [`AGGREGATE_GOAL`] judged on `ci95`.
+    pub verdict: Verdict,
+    /// Jain's index of the N streams in each all-N slice.
+    pub jain: Vec<f64>,
+    pub jain_median: Option<f64>,
+    pub jain_min: Option<f64>,
+    /// Bytes the receivers verified over the whole session (every stream intact).
+    pub bytes_verified: u64,
+    pub run_id: String,
+    pub wall_seconds: f64,
+}
+
+impl OneTestbed {
+    /// The summary of the rounds' figures.
+    pub fn new(
+        config: &str,
+        guests: usize,
+        one_mbps: Vec<f64>,
+        all_mbps: Vec<f64>,
+        jain: Vec<f64>,
+    ) -> OneTestbed {
+        let ratios: Vec<f64> = (one_mbps.iter().zip(&all_mbps))
+            .map(|(o, a)| if *o > 0.0 { a / o } else { 0.0 })
+            .collect();
+        let gm = geomean_ci95_batched(&ratios);
+        let ci95 = gm.map(|(_, lo, hi)| [lo, hi]);
+        let js = Stat::of(&jain);
+        OneTestbed {
+            config: config.to_string(),
+            guests,
+            rounds: ratios.len(),
+            slice_seconds: SLICE_SECONDS,
+            settle_seconds: SETTLE_SECONDS,
+            one_mbps,
+            all_mbps,
+            geomean: gm.map(|(g, _, _)| g),
+            ci95,
+            verdict: Verdict::judge(ci95, 1.0 - AGGREGATE_GOAL),
+            ratios,
+            jain_median: js.map(|j| j.median),
+            jain_min: js.map(|j| j.min),
+            jain,
+            bytes_verified: 0,
+            run_id: String::new(),
+            wall_seconds: 0.0,
+        }
+    }
+
+    /// Whether the median Jain's index meets [`JAIN_GOAL`] (None without rounds).
+    pub fn jain_met(&self) -> Option<bool> {
+        self.jain_median.map(|j| j >= JAIN_GOAL)
+    }
+}
+
+/// Jain's fairness index of `x`: (Σx)² / (n Σx²); 1 when all are equal.
+pub fn jain(x: &[f64]) -> Option<f64> {
+    let sq: f64 = x.iter().map(|v| v * v).sum();
+    (!x.is_empty() && sq > 0.0).then(|| x.iter().sum::<f64>().powi(2) / (x.len() as f64 * sq))
+}
+
+/// The table of the one-testbed comparisons: a column per configuration.
+pub fn one_testbed_table(rows: &[OneTestbed]) -> Table {
+    let f2 = |x: Option<f64>| {
+        x.filter(|x| x.is_finite())
+            .map_or("—".into(), |x| format!("{x:.2}"))
+    };
+    let med = |v: &[f64]| Stat::of(v).map(|s| s.median);
+    let col = |f: &dyn Fn(&OneTestbed) -> String| rows.iter().map(f).collect::<Vec<String>>();
+    Table {
+        title: format!(
+            "Against one guest on one testbed (slices of {SLICE_SECONDS} s after {SETTLE_SECONDS} s to settle, one guest and all in turn)"
+        ),
+        columns: col(&|s| s.config.clone()),
+        rows: vec![
+            ("rounds".into(), col(&|s| s.rounds.to_string())),
+            (
+                "one guest (Mbit/s), median".into(),
+                col(&|s| format!("{:.0}", med(&s.one_mbps).unwrap_or(0.0))),
+            ),
+            (
+                "all guests (Mbit/s), median".into(),
+                col(&|s| format!("{:.0}", med(&s.all_mbps).unwrap_or(0.0))),
+            ),
+            (
+                "÷ one guest, geometric mean of rounds".into(),
+                col(&|s| f2(s.geomean)),
+            ),
+            (
+                "  95 % confidence interval".into(),
+                col(&|s| s.ci95.map_or("—".into(), |[lo, hi]| format!("{lo:.2} – {hi:.2}"))),
+            ),
+            (
+                format!("aggregate ≥ {AGGREGATE_GOAL}× one guest"),
+                col(&|s| s.verdict.as_str().into()),
+            ),
+            ("Jain's index, median".into(), col(&|s| f2(s.jain_median))),
+            ("  min".into(), col(&|s| f2(s.jain_min))),
+            (
+                format!("Jain ≥ {JAIN_GOAL} (median)"),
+                col(&|s| match s.jain_met() {
+                    Some(true) => "met".into(),
+                    Some(false) => "missed".into(),
+                    None => "—".into(),
+                }),
+            ),
+            (
+                "verified (MB, all streams)".into(),
+                col(&|s| format!("{:.0}", s.bytes_verified as f64 / 1e6)),
+            ),
+        ],
+    }
+}
+
+/// What the one-testbed table's figures are, for the report.
+pub const ONE_TESTBED_NOTE: &str = "One testbed of N guests for each configuration, its N receivers and one sender process on the remote host (`pvnet perf streams`) keeping one connection per guest open throughout, with `tcp_slow_start_after_idle` off so that a paused stream resumes at its window. Each round runs a slice with one guest streaming (guest `round mod N`) and a slice with all N, in the order one–all, then all–one; each slice counts the bytes the receivers acknowledged (`tcpi_bytes_acked`) over 0.5 s, after 0.3 s in which the paused streams drain and the resumed ones reach their rate. The ratio per round is the all-N slice over the one-guest slice; the interval is Student's t over the means of 16 batches of consecutive rounds (32 rounds or more), as for the paired TCP_RR. Jain's index is over the N streams of each all-N slice. Every stream is verified byte for byte by its receiver at the end.";
+
+/// Runs the one-testbed comparison of `config` (a `NAME/gN` with N ≥ 2).
+pub fn run_one_testbed(
+    config: &str,
+    rounds: usize,
+    p: &Params,
+    progress: &Progress,
+) -> Result<OneTestbed> {
+    let t0 = Instant::now();
+    let guests = configs::Name::parse(config)?.guests;
+    if guests < 2 {
+        bail!("{config}: the one-testbed comparison needs at least 2 guests");
+    }
+    let base_cfg = configs::daemon_config(config)?;
+    let cfg = DaemonConfig {
+        ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
+        budget: p.budget,
+        mtu: p.mtu,
+        guest_cgroups: p.guest_cgroups.unwrap_or(base_cfg.guest_cgroups),
+        ..base_cfg
+    };
+    let mode = cfg.mode;
+    let (mut r, info) = testbed::with_testbed(&cfg, config, progress, |info| {
+        rounds_on(info, mode, config, guests, rounds, p, progress)
+    })?;
+    r.run_id = info.id.clone();
+    r.wall_seconds = t0.elapsed().as_secs_f64();
+    Ok(r)
+}
+
+fn rounds_on(
+    info: &RunInfo,
+    mode: Mode,
+    config: &str,
+    guests: usize,
+    rounds: usize,
+    p: &Params,
+    progress: &Progress,
+) -> Result<OneTestbed> {
+    let exe = std::env::current_exe()?;
+    let remote = Netns::open(&info.remote_ns)?;
+    // A paused stream keeps its congestion window: it resumes where it was, not from the
+    // initial window after an idle RTO.
+    pvnet_testbed::sys::write_sysctl_in(&remote, "net/ipv4/tcp_slow_start_after_idle", "0")?;
+    let hosts: Vec<(String, String)> = match mode {
+        Mode::Linux => vec![(info.dd_ns.clone(), info.dd_addr.clone()); guests],
+        Mode::Xen | Mode::Relay => (0..guests)
+            .map(|i| (info.guest_ns[i].clone(), info.guest_addrs[i].clone()))
+            .collect(),
+    };
+    let mut servers = Vec::with_capacity(guests);
+    let mut to = Vec::with_capacity(guests);
+    for (i, (ns, addr)) in hosts.iter().enumerate() {
+        let host = Netns::open(ns)?;
+        let port = measure::PORT + i as u16;
+        let mut server =
+            measure::start_builtin_server_on(&exe, &host, configs::RX_CPU, port, true)?;
+        measure::wait_listening_on(&host, &mut server, port)?;
+        if let Some(dir) = info.guest_cgroups.get(i) {
+            crate::cgroup::join(std::path::Path::new(dir), server.pid() as u32)
+                .with_context(|| format!("putting guest {i}'s receiver in its cgroup"))?;
+        }
+        servers.push(server);
+        to.push(format!("{addr}:{port}"));
+    }
+    let mut cmd = child::pinned(remote.command(&exe), configs::TX_CPU);
+    cmd.args(["perf", "streams", "--msg-size", &p.msg_size.to_string()]);
+    for t in &to {
+        cmd.args(["--to", t]);
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut sender = child::Guard(cmd.spawn().context("starting the streams' sender")?);
+    let mut stdin = sender.0.stdin.take().context("the sender's stdin")?;
+    let mut lines = BufReader::new(sender.0.stdout.take().context("the sender's stdout")?).lines();
+    let mut slice = |active: &str, settle: f64, seconds: f64| -> Result<StreamsSlice> {
+        let answer = writeln!(stdin, "{settle} {seconds} {active}")
+            .and_then(|()| stdin.flush())
+            .map_err(anyhow::Error::from)
+            .and_then(|()| {
+                lines
+                    .next()
+                    .ok_or_else(|| anyhow!("it ended"))?
+                    .map_err(anyhow::Error::from)
+            })
+            .and_then(|l| Ok(serde_json::from_str::<StreamsSlice>(&l)?));
+        answer.map_err(|e| anyhow!("{config}: the streams' sender failed in a slice ({e})"))
+    };
+    // Every stream up to speed once before the first round.
+    slice("all", 0.0, 1.0)?;
+    let (mut one, mut all, mut fair) = (Vec::new(), Vec::new(), Vec::new());
+    let every = rounds.div_ceil(8).max(1);
+    for round in 0..rounds {
+        interrupt::check()?;
+        if round % every == 0 {
+            let last = (round + every).min(rounds);
+            progress.phase(
+                &format!(
+                    "one guest and {guests} in turn on one testbed, rounds {}-{last} of {rounds}",
+                    round + 1
+                ),
+                2.0 * (SLICE_SECONDS + SETTLE_SECONDS) * (last - round) as f64,
+            );
+        }
+        let single = (round % guests).to_string();
+        let order = if round % 2 == 0 {
+            [single.as_str(), "all"]
+        } else {
+            ["all", single.as_str()]
+        };
+        for active in order {
+            let s = slice(active, SETTLE_SECONDS, SLICE_SECONDS)?;
+            if active == "all" {
+                all.push(s.mbps());
+                fair.push(jain(&s.active_mbps()).unwrap_or(0.0));
+            } else {
+                one.push(s.mbps());
+            }
+        }
+    }
+    drop(stdin);
+    let done = lines.next().transpose()?.unwrap_or_default();
+    let st = sender.0.wait()?;
+    let result: Option<StreamsResult> = serde_json::from_str(&done).ok();
+    let Some(result) = result.filter(|r| st.success() && r.intact()) else {
+        bail!(
+            "{config}: the streams did not arrive intact ({}): {done}",
+            sender.exited().unwrap_or_else(|| st.to_string())
+        );
+    };
+    for (i, mut s) in servers.into_iter().enumerate() {
+        let st = s.0.wait()?;
+        if !st.success() {
+            bail!(
+                "{config}: guest {i}'s receiver ended with {}",
+                s.exited().unwrap_or_default()
+            );
+        }
+    }
+    let mut r = OneTestbed::new(config, guests, one, all, fair);
+    r.bytes_verified = result.receivers.iter().map(|x| x.bytes).sum();
+    Ok(r)
+}
 
 #[cfg(test)]
 mod tests {

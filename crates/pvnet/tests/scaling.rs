@@ -1,0 +1,86 @@
+//! `pvnet bench --sweep guests`: the consolidation goals judged in the report, per repetition
+//! on fresh testbeds and on one testbed whose streams are switched on and off in slices
+//! (`pvnet perf streams`); every stream verified. Needs root (namespaces, veth, TAP).
+
+mod common;
+use common::*;
+
+#[test]
+fn a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one") {
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("pvnet-scaling-{}", unique_id()));
+    let stdout = ok(&[
+        "bench",
+        "--quick",
+        "--sweep",
+        "guests",
+        "--configs",
+        "xen",
+        "--sweep-values",
+        "1,2",
+        "--reps",
+        "2",
+        "--paired-rounds",
+        "0",
+        "--scaling-rounds",
+        "4",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+
+    // Fresh testbeds: each repetition's 2-guest aggregate over the same repetition's one.
+    let s = &v["scaling"][0];
+    assert_eq!(s["config"], "xen/g2", "{s}");
+    assert_eq!(s["one_guest_config"], "xen");
+    let ratios = s["round_ratios"].as_array().unwrap();
+    assert_eq!(ratios.len(), 2, "{s}");
+    assert!(ratios.iter().all(|r| r.as_f64().unwrap() > 0.0), "{s}");
+    assert!(
+        s["ratio_ci95"].as_array().is_some(),
+        "two rounds give an interval: {s}"
+    );
+    let verdict = s["aggregate_verdict"].as_str().unwrap();
+    assert!(["holds", "fails", "undecided"].contains(&verdict), "{s}");
+
+    // One testbed: 4 rounds, each with a one-guest and a two-guest slice that moved data, the
+    // Jain's index of each 2-guest slice, and every stream verified whole.
+    let o = &v["scaling_one_testbed"][0];
+    assert_eq!(o["config"], "xen/g2", "{o}");
+    assert_eq!(o["rounds"], 4);
+    for k in ["one_mbps", "all_mbps", "ratios", "jain"] {
+        let a = o[k].as_array().unwrap();
+        assert_eq!(a.len(), 4, "{k}: {o}");
+        assert!(a.iter().all(|x| x.as_f64().unwrap() > 0.0), "{k}: {o}");
+    }
+    assert!(o["jain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|j| j.as_f64().unwrap() <= 1.0 + 1e-9));
+    // Four rounds of a second or more at hundreds of Mbit/s at the least.
+    assert!(o["bytes_verified"].as_u64().unwrap() > 100_000_000, "{o}");
+    assert_eq!(
+        v["scaling_one_testbed_errors"].as_array().map(Vec::len),
+        Some(0)
+    );
+    assert_eq!(v["parameters"]["scaling_rounds"], 4);
+    for text in [&stdout, &report] {
+        assert!(text.contains("Against one guest on one testbed"), "{text}");
+        assert!(text.contains("aggregate ≥ 0.9× one guest"), "{text}");
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn scaling_rounds_belong_to_a_guest_sweep() {
+    fails_saying(
+        &["bench", "--quick", "--scaling-rounds", "5"],
+        "--scaling-rounds belongs to --sweep guests",
+    );
+}
