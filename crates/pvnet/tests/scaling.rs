@@ -63,6 +63,12 @@ fn a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one() {
         .unwrap()
         .iter()
         .all(|j| j.as_f64().unwrap() <= 1.0 + 1e-9));
+    // Both guests' bytes over the two-guest slices, and the session's Jain's index of them.
+    let sums = o["stream_bytes"].as_array().unwrap();
+    assert_eq!(sums.len(), 2, "{o}");
+    assert!(sums.iter().all(|b| b.as_u64().unwrap() > 0), "{o}");
+    let j = o["jain_overall"].as_f64().unwrap();
+    assert!(j > 0.5 && j <= 1.0 + 1e-9, "{o}");
     // Four rounds of a second or more at hundreds of Mbit/s at the least.
     assert!(o["bytes_verified"].as_u64().unwrap() > 100_000_000, "{o}");
     assert_eq!(
