@@ -251,6 +251,21 @@ pub(crate) fn receive(sock: &mut TcpStream) -> io::Result<StreamReport> {
 
 /// One `TCP_INFO` sample of `sock`: bytes in flight, smoothed RTT (µs), congestion window.
 fn tcp_info(sock: &TcpStream) -> Option<(u64, u32, u32)> {
+    // The kernel fills what it knows of the struct; the fields read here are in every version
+    // since 2.6 (the first 104 bytes).
+    let (info, len) = read_tcp_info(sock).ok()?;
+    (len >= 104).then(|| {
+        (
+            u64::from(info.tcpi_unacked) * u64::from(info.tcpi_snd_mss),
+            info.tcpi_rtt,
+            info.tcpi_snd_cwnd,
+        )
+    })
+}
+
+/// `TCP_INFO` of `sock`, and how many bytes of it the kernel filled (older kernels fill a
+/// prefix of the struct; the rest stays zero).
+pub(crate) fn read_tcp_info(sock: &TcpStream) -> io::Result<(libc::tcp_info, usize)> {
     use std::os::fd::AsRawFd;
     // SAFETY: tcp_info is plain integers, for which all zeroes is a valid value.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
@@ -266,15 +281,10 @@ fn tcp_info(sock: &TcpStream) -> Option<(u64, u32, u32)> {
             &mut len,
         )
     };
-    // The kernel fills what it knows of the struct; the fields read here are in every version
-    // since 2.6 (the first 104 bytes).
-    (r == 0 && len >= 104).then(|| {
-        (
-            u64::from(info.tcpi_unacked) * u64::from(info.tcpi_snd_mss),
-            info.tcpi_rtt,
-            info.tcpi_snd_cwnd,
-        )
-    })
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((info, len as usize))
 }
 
 /// Caps the socket's TCP pacing rate (TCP paces internally when the qdisc is not fq).

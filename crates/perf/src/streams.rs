@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::pattern;
 use crate::proto::{self, Hello};
-use crate::stream::{read_report, StreamReport};
+use crate::stream::{read_report, read_tcp_info, StreamReport};
 
 /// What one slice measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -281,26 +281,8 @@ fn write_loop(
 
 /// `tcpi_bytes_acked` of `sock` (Linux 4.1 and later).
 fn bytes_acked(sock: &TcpStream) -> std::io::Result<u64> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: tcp_info is plain integers, for which all zeroes is a valid value.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `info`, a live local of that size,
-    // and `len` back; the descriptor is the open socket `sock` borrows.
-    let r = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let end = std::mem::offset_of!(libc::tcp_info, tcpi_bytes_acked) + 8;
-    if (len as usize) < end {
+    let (info, len) = read_tcp_info(sock)?;
+    if len < std::mem::offset_of!(libc::tcp_info, tcpi_bytes_acked) + 8 {
         return Err(std::io::Error::other(
             "the kernel's TCP_INFO has no tcpi_bytes_acked (Linux 4.1 or later needed)",
         ));
