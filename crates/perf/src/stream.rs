@@ -151,13 +151,7 @@ pub fn stream_send(addr: SocketAddr, opts: &StreamOpts) -> anyhow::Result<Stream
 
 /// Like [`stream_send`] but never fails on a count discrepancy: returns the sender's count too.
 pub fn stream_send_outcome(addr: SocketAddr, opts: &StreamOpts) -> anyhow::Result<StreamOutcome> {
-    if opts.msg_size == 0 || opts.msg_size > proto::MAX_MSG as usize {
-        bail!(
-            "msg_size {} out of range 1..={}",
-            opts.msg_size,
-            proto::MAX_MSG
-        );
-    }
+    check_msg_size(opts.msg_size)?;
     let mut sock = crate::connect(addr).with_context(|| format!("connect {addr}"))?;
     if let Some(mbps) = opts.pace_mbps {
         set_pacing(&sock, mbps).context("setting SO_MAX_PACING_RATE")?;
@@ -172,10 +166,7 @@ pub fn stream_send_outcome(addr: SocketAddr, opts: &StreamOpts) -> anyhow::Resul
     };
     sock.write_all(&hello.encode()).context("send hello")?;
 
-    // Source buffer: the pattern from phase 0 over one period plus one message, so every write
-    // is a slice of it (no per-write fill).
-    let mut src = vec![0u8; pattern::PERIOD + opts.msg_size];
-    pattern::fill(0, &mut src);
+    let src = pattern_source(opts.msg_size);
     let limit = opts.max_bytes.unwrap_or(u64::MAX);
     let start = Instant::now();
     let deadline = start + opts.duration;
@@ -211,6 +202,23 @@ pub fn stream_send_outcome(addr: SocketAddr, opts: &StreamOpts) -> anyhow::Resul
         tcp: SenderTcp::of(&mut tcp),
         report,
     })
+}
+
+/// A sender's message size: 1 to [`proto::MAX_MSG`].
+pub(crate) fn check_msg_size(msg_size: usize) -> anyhow::Result<()> {
+    if msg_size == 0 || msg_size > proto::MAX_MSG as usize {
+        bail!("msg_size {msg_size} out of range 1..={}", proto::MAX_MSG);
+    }
+    Ok(())
+}
+
+/// A sender's source buffer: the pattern from phase 0 over one period plus one message, so
+/// every write is a slice of it (no per-write fill): the bytes at stream offset `n` start at
+/// `n % PERIOD`.
+pub(crate) fn pattern_source(msg_size: usize) -> Vec<u8> {
+    let mut src = vec![0u8; pattern::PERIOD + msg_size];
+    pattern::fill(0, &mut src);
+    src
 }
 
 /// Read the server's one-line JSON report (bounded to 4 KiB).

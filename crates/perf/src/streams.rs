@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::pattern;
 use crate::proto::{self, Hello};
-use crate::stream::{read_report, read_tcp_info, StreamReport};
+use crate::stream::{check_msg_size, pattern_source, read_report, read_tcp_info, StreamReport};
 
 /// What one slice measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -102,14 +102,8 @@ impl Session {
         if to.is_empty() {
             bail!("no receiver to stream to");
         }
-        if msg_size == 0 || msg_size > proto::MAX_MSG as usize {
-            bail!("msg_size {msg_size} out of range 1..={}", proto::MAX_MSG);
-        }
-        let src: Arc<Vec<u8>> = {
-            let mut v = vec![0u8; pattern::PERIOD + msg_size];
-            pattern::fill(0, &mut v);
-            Arc::new(v)
-        };
+        check_msg_size(msg_size)?;
+        let src = Arc::new(pattern_source(msg_size));
         let mut writers = Vec::with_capacity(to.len());
         for &addr in to {
             let mut sock = crate::connect(addr).with_context(|| format!("connect {addr}"))?;

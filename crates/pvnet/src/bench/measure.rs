@@ -268,12 +268,10 @@ fn measure(
     // domain's namespace, which stands for the native host (all streams there). Guest to
     // guest: guest 1 receives what guest 0 sends.
     let n = guests.max(1);
-    let hosts: Vec<(String, String)> = match mode {
-        _ if g2g => vec![(info.guest_ns[1].clone(), info.guest_addrs[1].clone())],
-        Mode::Linux => vec![(info.dd_ns.clone(), info.dd_addr.clone()); n],
-        Mode::Xen | Mode::Relay => (0..n)
-            .map(|i| (info.guest_ns[i].clone(), info.guest_addrs[i].clone()))
-            .collect(),
+    let hosts: Vec<(String, String)> = if g2g {
+        vec![(info.guest_ns[1].clone(), info.guest_addrs[1].clone())]
+    } else {
+        receiving_hosts(info, mode, n)
     };
     let n = hosts.len();
     let rx = Netns::open(&hosts[0].0)?;
@@ -336,10 +334,7 @@ fn measure(
         wait_listening_on(srv_ns, &mut server, port)?;
         // A receiving guest's receiver joins its guest's CPU group (`--guest-cgroups`).
         if g2g_sender.is_none() && dir == Direction::Rx {
-            if let Some(dir) = info.guest_cgroups.get(i) {
-                crate::cgroup::join(std::path::Path::new(dir), server.pid() as u32)
-                    .with_context(|| format!("putting guest {i}'s receiver in its cgroup"))?;
-            }
+            join_guest_group(info, i, server.pid())?;
         }
         servers.push(server);
         senders.push(match p.tool {
@@ -773,7 +768,27 @@ fn parse_iperf3_stream(out: &std::process::Output, s: &mut Sample) {
     }
 }
 
-/// The built-in receiver on the receiving CPU: for one connection (`once`), or until dropped.
+/// The namespace and address of each of `n` streams' receivers: guest `i`'s for stream `i`
+/// on the PV path, natively the driver domain's namespace (the native host) for all of them.
+pub fn receiving_hosts(info: &RunInfo, mode: Mode, n: usize) -> Vec<(String, String)> {
+    match mode {
+        Mode::Linux => vec![(info.dd_ns.clone(), info.dd_addr.clone()); n],
+        Mode::Xen | Mode::Relay => (0..n)
+            .map(|i| (info.guest_ns[i].clone(), info.guest_addrs[i].clone()))
+            .collect(),
+    }
+}
+
+/// Puts guest `i`'s receiver (process `pid`) in the guest's CPU group, when the run has
+/// groups (`--guest-cgroups`).
+pub fn join_guest_group(info: &RunInfo, i: usize, pid: i32) -> Result<()> {
+    if let Some(dir) = info.guest_cgroups.get(i) {
+        crate::cgroup::join(Path::new(dir), pid as u32)
+            .with_context(|| format!("putting guest {i}'s receiver in its cgroup"))?;
+    }
+    Ok(())
+}
+
 /// Jain's fairness index of `x`: (Σx)² / (n · Σx²).
 pub fn jain(x: &[f64]) -> f64 {
     let sum: f64 = x.iter().sum();
@@ -784,6 +799,7 @@ pub fn jain(x: &[f64]) -> f64 {
     sum * sum / (x.len() as f64 * sq)
 }
 
+/// The built-in receiver on the receiving CPU: for one connection (`once`), or until dropped.
 pub fn start_builtin_server(exe: &Path, rx: &Netns, cpu: usize, once: bool) -> Result<Guard> {
     start_builtin_server_on(exe, rx, cpu, PORT, once)
 }

@@ -668,6 +668,25 @@ impl Plan {
                 measure::GuestPlacement::parse(s)?
             }
         };
+        let scaling_rounds = match args.scaling_rounds {
+            Some(r) if args.sweep != Some(SweepKind::Guests) && r > 0 => {
+                bail!("--scaling-rounds belongs to --sweep guests")
+            }
+            Some(r) => r,
+            None if args.sweep == Some(SweepKind::Guests) => {
+                if args.quick {
+                    10
+                } else {
+                    40
+                }
+            }
+            None => 0,
+        };
+        let scaling = if scaling_rounds > 0 && placement == measure::GuestPlacement::Same {
+            scaling_configs(&configs)
+        } else {
+            Vec::new()
+        };
         let params = Params {
             reps,
             warmup_stream_seconds: if args.quick { 1.0 } else { 2.0 },
@@ -691,32 +710,11 @@ impl Plan {
                 0
             },
             paired_seconds: args.paired_seconds.unwrap_or(0.1),
-            scaling_rounds: 0,
-        };
-        let scaling_rounds = match args.scaling_rounds {
-            Some(r) if args.sweep != Some(SweepKind::Guests) && r > 0 => {
-                bail!("--scaling-rounds belongs to --sweep guests")
-            }
-            Some(r) => r,
-            None if args.sweep == Some(SweepKind::Guests) => {
-                if args.quick {
-                    10
-                } else {
-                    40
-                }
-            }
-            None => 0,
-        };
-        let scaling = if scaling_rounds > 0 && placement == measure::GuestPlacement::Same {
-            scaling_configs(&configs)
-        } else {
-            Vec::new()
-        };
-        let mut params = params;
-        params.scaling_rounds = if scaling.is_empty() {
-            0
-        } else {
-            scaling_rounds
+            scaling_rounds: if scaling.is_empty() {
+                0
+            } else {
+                scaling_rounds
+            },
         };
         Ok(Plan {
             configs,

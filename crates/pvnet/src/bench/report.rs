@@ -16,7 +16,8 @@ pub struct Table {
 
 const DASH: &str = "—";
 
-fn fmt(x: Option<f64>, decimals: usize) -> String {
+/// `x` to `decimals` places, or a dash when there is no finite figure.
+pub(super) fn fmt(x: Option<f64>, decimals: usize) -> String {
     match x {
         Some(x) if x.is_finite() => format!("{x:.decimals$}"),
         _ => DASH.to_string(),

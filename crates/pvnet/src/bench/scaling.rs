@@ -23,7 +23,7 @@ use super::measure::{self, Params, Sample};
 use super::paired::Verdict;
 use super::plot::guest_lines;
 use super::progress::Progress;
-use super::report::Table;
+use super::report::{fmt, Table};
 use super::summary::{geomean_ci95, geomean_ci95_batched, ConfigSummary, Stat};
 use super::{child, configs, interrupt, testbed};
 use crate::config::{DaemonConfig, Mode};
@@ -119,10 +119,7 @@ fn paired_ratios(samples: &[Sample], one: &str, many: &str) -> Vec<f64> {
 
 /// The table of [`scaling`]: a column per configuration at N guests.
 pub fn table(rows: &[Scaling]) -> Table {
-    let f2 = |x: Option<f64>| {
-        x.filter(|x| x.is_finite())
-            .map_or("—".into(), |x| format!("{x:.2}"))
-    };
+    let f2 = |x: Option<f64>| fmt(x, 2);
     let col = |f: &dyn Fn(&Scaling) -> String| rows.iter().map(f).collect::<Vec<String>>();
     Table {
         title: format!(
@@ -165,11 +162,7 @@ pub fn table(rows: &[Scaling]) -> Table {
             ("  min".into(), col(&|s| f2(s.jain.map(|j| j.min)))),
             (
                 format!("Jain ≥ {JAIN_GOAL} (median)"),
-                col(&|s| match s.jain_met {
-                    Some(true) => "met".into(),
-                    Some(false) => "missed".into(),
-                    None => "—".into(),
-                }),
+                col(&|s| met(s.jain_met)),
             ),
         ],
     }
@@ -240,6 +233,8 @@ impl OneTestbed {
         let gm = geomean_ci95_batched(&ratios);
         let ci95 = gm.map(|(_, lo, hi)| [lo, hi]);
         let js = Stat::of(&jain);
+        let bytes: Vec<f64> = stream_bytes.iter().map(|&b| b as f64).collect();
+        let jain_overall = (!ratios.is_empty()).then(|| measure::jain(&bytes));
         OneTestbed {
             config: config.to_string(),
             guests,
@@ -255,7 +250,7 @@ impl OneTestbed {
             jain_median: js.map(|j| j.median),
             jain_min: js.map(|j| j.min),
             jain,
-            jain_overall: self::jain(&stream_bytes.iter().map(|&b| b as f64).collect::<Vec<_>>()),
+            jain_overall,
             stream_bytes,
             bytes_verified: 0,
             run_id: String::new(),
@@ -269,18 +264,18 @@ impl OneTestbed {
     }
 }
 
-/// Jain's fairness index of `x`: (Σx)² / (n Σx²); 1 when all are equal.
-pub fn jain(x: &[f64]) -> Option<f64> {
-    let sq: f64 = x.iter().map(|v| v * v).sum();
-    (!x.is_empty() && sq > 0.0).then(|| x.iter().sum::<f64>().powi(2) / (x.len() as f64 * sq))
+/// "met", "missed", or a dash without a figure.
+fn met(m: Option<bool>) -> String {
+    match m {
+        Some(true) => "met".into(),
+        Some(false) => "missed".into(),
+        None => "—".into(),
+    }
 }
 
 /// The table of the one-testbed comparisons: a column per configuration.
 pub fn one_testbed_table(rows: &[OneTestbed]) -> Table {
-    let f2 = |x: Option<f64>| {
-        x.filter(|x| x.is_finite())
-            .map_or("—".into(), |x| format!("{x:.2}"))
-    };
+    let f2 = |x: Option<f64>| fmt(x, 2);
     let med = |v: &[f64]| Stat::of(v).map(|s| s.median);
     let col = |f: &dyn Fn(&OneTestbed) -> String| rows.iter().map(f).collect::<Vec<String>>();
     Table {
@@ -321,11 +316,7 @@ pub fn one_testbed_table(rows: &[OneTestbed]) -> Table {
             ("  per slice, min".into(), col(&|s| f2(s.jain_min))),
             (
                 format!("Jain ≥ {JAIN_GOAL} (all-guest slices)"),
-                col(&|s| match s.jain_met() {
-                    Some(true) => "met".into(),
-                    Some(false) => "missed".into(),
-                    None => "—".into(),
-                }),
+                col(&|s| met(s.jain_met())),
             ),
             (
                 "verified (MB, all streams)".into(),
@@ -381,12 +372,7 @@ fn rounds_on(
     // A paused stream keeps its congestion window: it resumes where it was, not from the
     // initial window after an idle RTO.
     pvnet_testbed::sys::write_sysctl_in(&remote, "net/ipv4/tcp_slow_start_after_idle", "0")?;
-    let hosts: Vec<(String, String)> = match mode {
-        Mode::Linux => vec![(info.dd_ns.clone(), info.dd_addr.clone()); guests],
-        Mode::Xen | Mode::Relay => (0..guests)
-            .map(|i| (info.guest_ns[i].clone(), info.guest_addrs[i].clone()))
-            .collect(),
-    };
+    let hosts = measure::receiving_hosts(info, mode, guests);
     let mut servers = Vec::with_capacity(guests);
     let mut to = Vec::with_capacity(guests);
     for (i, (ns, addr)) in hosts.iter().enumerate() {
@@ -395,10 +381,7 @@ fn rounds_on(
         let mut server =
             measure::start_builtin_server_on(&exe, &host, configs::RX_CPU, port, true)?;
         measure::wait_listening_on(&host, &mut server, port)?;
-        if let Some(dir) = info.guest_cgroups.get(i) {
-            crate::cgroup::join(std::path::Path::new(dir), server.pid() as u32)
-                .with_context(|| format!("putting guest {i}'s receiver in its cgroup"))?;
-        }
+        measure::join_guest_group(info, i, server.pid())?;
         servers.push(server);
         to.push(format!("{addr}:{port}"));
     }
@@ -453,7 +436,7 @@ fn rounds_on(
             let s = slice(active, SETTLE_SECONDS, SLICE_SECONDS)?;
             if active == "all" {
                 all.push(s.mbps());
-                fair.push(jain(&s.active_mbps()).unwrap_or(0.0));
+                fair.push(measure::jain(&s.active_mbps()));
                 for (sum, b) in stream_bytes.iter_mut().zip(&s.bytes) {
                     *sum += b;
                 }
@@ -561,13 +544,6 @@ mod tests {
         let s = &scaling(&cs, &samples)[0];
         assert_eq!(s.verdict, Verdict::Undecided, "{:?}", s.ci95);
         assert_eq!(s.jain_met, Some(false), "the median is 0.93");
-    }
-
-    #[test]
-    fn jain_s_index() {
-        assert_eq!(jain(&[3.0, 3.0, 3.0]), Some(1.0));
-        assert!((jain(&[1.0, 0.0, 0.0, 0.0]).unwrap() - 0.25).abs() < 1e-12);
-        assert_eq!((jain(&[]), jain(&[0.0, 0.0])), (None, None));
     }
 
     #[test]
