@@ -20,7 +20,9 @@ run_phase() {
     (taskset -c 1 $P exec --id $id remote $P perf stream 10.77.0.$((10+i)) --port $((5201+i)) --duration 9 > $out.$ph.s$i.json 2>&1 &)
   done
   sleep 3
-  perf record -e cpu-clock -C 0 -F 2999 -o $out.$ph.data -- sleep 4 2> /dev/null
+  $P stat --id $id --json > $out.$ph.stat0.json 2>/dev/null
+  perf record $PERFG -e cpu-clock -C 0 -F 2999 -o $out.$ph.data -- sleep 4 2> /dev/null
+  $P stat --id $id --json > $out.$ph.stat1.json 2>/dev/null
   sleep 3.5
   python3 - $out $ph "$@" <<'PY'
 import json,sys
