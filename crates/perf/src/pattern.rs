@@ -8,16 +8,127 @@
 //! The table is stored twice back to back, so any run of up to `PERIOD` bytes starting anywhere in
 //! the period is one contiguous slice: fill is a `memcpy`, verify is a slice compare (`memcmp`).
 //! Bytes are only counted one by one when the fast compare of a chunk fails.
+//!
+//! Receivers started by one parent can share one copy of the table ([`shared_memfd`],
+//! [`SHARED_FD_ENV`]): eight receivers on one CPU otherwise keep eight private 128 KiB copies
+//! of the same bytes in that CPU's cache, a cost of the measurement that grows with the number
+//! of guests measured. A shared table is a sealed memfd, mapped read-only and checked against
+//! the generated table once before it is used; anything else falls back to a private copy.
 
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::OnceLock;
+
+use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+use nix::sys::memfd::{memfd_create, MFdFlags};
 
 /// Period of the pattern in bytes (the largest prime below 2^16).
 pub const PERIOD: usize = 65521;
 
-/// Two consecutive periods of the pattern.
+/// The environment variable that names an inherited file descriptor holding the table (a
+/// memfd from [`shared_memfd`]).
+pub const SHARED_FD_ENV: &str = "PVNET_PATTERN_FD";
+
+/// Two consecutive periods of the pattern: the shared table named by [`SHARED_FD_ENV`] when
+/// there is a valid one, a private copy otherwise.
 fn table() -> &'static [u8] {
-    static TABLE: OnceLock<Box<[u8]>> = OnceLock::new();
+    static TABLE: OnceLock<&'static [u8]> = OnceLock::new();
     TABLE.get_or_init(|| {
+        let Ok(v) = std::env::var(SHARED_FD_ENV) else {
+            return Box::leak(generate());
+        };
+        match table_from_fd_number(&v) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("pvnet perf: pattern table from {SHARED_FD_ENV}={v} refused ({e}); using a private copy");
+                Box::leak(generate())
+            }
+        }
+    })
+}
+
+/// The shared table behind the descriptor number `v` (as [`SHARED_FD_ENV`] gives it).
+fn table_from_fd_number(v: &str) -> Result<&'static [u8], String> {
+    let n: i32 = v
+        .parse()
+        .map_err(|_| "not a descriptor number".to_string())?;
+    if n < 0 {
+        return Err("not a descriptor number".into());
+    }
+    // The descriptor must be open; it is borrowed only for the mapping, which outlives it.
+    // SAFETY: F_GETFD only reads a descriptor's flags; a number that is not open gives EBADF.
+    if unsafe { libc::fcntl(n, libc::F_GETFD) } < 0 {
+        return Err(format!("descriptor {n} is not open"));
+    }
+    // SAFETY: `n` is an open descriptor (checked above) that this process inherited for this
+    // purpose; it is only borrowed for the duration of `map_shared`.
+    let fd = unsafe { BorrowedFd::borrow_raw(n) };
+    map_shared(fd)
+}
+
+/// A sealed memfd holding the table, for receivers this process starts: pass it inherited
+/// (without `FD_CLOEXEC`) and name it in [`SHARED_FD_ENV`]. The seals forbid writing,
+/// shrinking and growing it, so what a receiver checked once stays the table.
+pub fn shared_memfd() -> io::Result<OwnedFd> {
+    let fd = memfd_create(
+        "pvnet-pattern",
+        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+    )
+    .map_err(io::Error::from)?;
+    let mut file = std::fs::File::from(fd);
+    io::Write::write_all(&mut file, &generate())?;
+    let fd = OwnedFd::from(file);
+    let seals = SealFlag::F_SEAL_WRITE
+        | SealFlag::F_SEAL_SHRINK
+        | SealFlag::F_SEAL_GROW
+        | SealFlag::F_SEAL_SEAL;
+    fcntl(&fd, FcntlArg::F_ADD_SEALS(seals)).map_err(io::Error::from)?;
+    Ok(fd)
+}
+
+/// Maps `fd` read-only for the rest of the process, if it is a sealed memfd holding exactly
+/// the table: its size, its seals (no write, shrink or grow) and every byte are checked.
+fn map_shared(fd: BorrowedFd<'_>) -> Result<&'static [u8], String> {
+    let len = 2 * PERIOD;
+    let st = nix::sys::stat::fstat(fd).map_err(|e| format!("fstat: {e}"))?;
+    if st.st_size != len as i64 {
+        return Err(format!("{} bytes, not {len}", st.st_size));
+    }
+    let seals = fcntl(fd, FcntlArg::F_GET_SEALS).map_err(|e| format!("not a sealed memfd: {e}"))?;
+    let need = SealFlag::F_SEAL_WRITE | SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW;
+    if !SealFlag::from_bits_truncate(seals).contains(need) {
+        return Err("not sealed against writing and resizing".into());
+    }
+    // SAFETY: a fresh read-only shared mapping of `len` bytes of a file that is exactly `len`
+    // bytes long and sealed against writing and shrinking, so every mapped page stays backed
+    // and no one can change its bytes; the kernel picks the address.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd.as_fd().as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(format!("mmap: {}", io::Error::last_os_error()));
+    }
+    // SAFETY: `p` is the start of the `len`-byte read-only mapping made above; it is never
+    // unmapped unless refused below, so the slice may live for the rest of the process.
+    let t: &'static [u8] = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) };
+    if *t != *generate() {
+        // SAFETY: unmaps exactly the mapping made above; `t` is not used after this.
+        unsafe { libc::munmap(p, len) };
+        return Err("its bytes are not the pattern".into());
+    }
+    Ok(t)
+}
+
+/// Generates the table: two consecutive periods of the pattern.
+fn generate() -> Box<[u8]> {
+    {
         let mut t = vec![0u8; 2 * PERIOD];
         // splitmix64: fixed seed, so both ends of a connection agree without exchanging it.
         let mut state: u64 = 0x5056_4e45_5450_4631; // "PVNETPF1"
@@ -33,7 +144,7 @@ fn table() -> &'static [u8] {
         let (a, b) = t.split_at_mut(PERIOD);
         b.copy_from_slice(a);
         t.into_boxed_slice()
-    })
+    }
 }
 
 /// The pattern byte at absolute stream offset `offset`.
@@ -92,6 +203,62 @@ fn count_mismatches(got: &[u8], want: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A memfd holding `bytes`, sealed with `seals`.
+    fn memfd_with(bytes: &[u8], seals: SealFlag) -> OwnedFd {
+        let fd = memfd_create("t", MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING).unwrap();
+        let mut f = std::fs::File::from(fd);
+        io::Write::write_all(&mut f, bytes).unwrap();
+        let fd = OwnedFd::from(f);
+        fcntl(&fd, FcntlArg::F_ADD_SEALS(seals)).unwrap();
+        fd
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "needs memfd, seals and file mappings: not in Miri")]
+    fn shared_memfd_maps_as_the_table_and_cannot_be_written() {
+        let fd = shared_memfd().unwrap();
+        let t = map_shared(fd.as_fd()).unwrap();
+        assert_eq!(t, &*generate());
+        assert_eq!(t, table());
+        let mut f = std::fs::File::from(fd.try_clone().unwrap());
+        let e = io::Write::write_all(&mut f, b"x").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
+        // Its number, as a child would get it, is accepted too.
+        let t2 = table_from_fd_number(&fd.as_raw_fd().to_string()).unwrap();
+        assert_eq!(t2, &*generate());
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "needs memfd, seals and file mappings: not in Miri")]
+    fn map_shared_refuses_what_is_not_the_sealed_table() {
+        let sealed = SealFlag::F_SEAL_WRITE | SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW;
+        let good = generate();
+        let unsealed = memfd_with(&good, SealFlag::empty());
+        let e = map_shared(unsealed.as_fd()).unwrap_err();
+        assert!(e.contains("not sealed"), "{e}");
+        let mut bad = good.to_vec();
+        bad[PERIOD + 7] ^= 1;
+        let wrong = memfd_with(&bad, sealed);
+        let e = map_shared(wrong.as_fd()).unwrap_err();
+        assert!(e.contains("not the pattern"), "{e}");
+        let short = memfd_with(&good[..PERIOD], sealed);
+        let e = map_shared(short.as_fd()).unwrap_err();
+        assert!(e.contains(&format!("{PERIOD} bytes")), "{e}");
+        let file = std::fs::File::open("/proc/self/exe").unwrap();
+        assert!(map_shared(file.as_fd()).is_err());
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "calls fcntl: not in Miri")]
+    fn fd_numbers_that_name_nothing_are_refused() {
+        for v in ["", "x", "-1", "3.5"] {
+            let e = table_from_fd_number(v).unwrap_err();
+            assert!(e.contains("not a descriptor number"), "{v}: {e}");
+        }
+        let e = table_from_fd_number("1000000").unwrap_err();
+        assert!(e.contains("is not open"), "{e}");
+    }
 
     fn naive(offset: u64, len: usize) -> Vec<u8> {
         (0..len as u64).map(|i| byte_at(offset + i)).collect()

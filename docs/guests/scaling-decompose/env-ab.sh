@@ -5,7 +5,7 @@ V=$1; R=$2; C=$3; shift 3
 BIN=/work/main/target/release/pvnet
 for r in $(seq 1 $R); do
   for val in "$@"; do
-    n=$V-$val-$r
+    n=$V-$(echo $val | tr / _)-$r
     if [ "$val" = off ]; then E=""; else E="$V=$val"; fi
     env $E $BIN bench --sweep guests --configs $C --sweep-values 1,8 --reps 1 --duration 2 --paired-rounds 0 --scaling-rounds 40 --out /tmp/exp/$n > /tmp/exp/$n.log 2>&1
     python3 - "$n" "$val" "$r" <<'PY'

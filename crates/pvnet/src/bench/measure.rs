@@ -828,7 +828,9 @@ fn start_builtin_server_in(
     if once {
         args.push("--once");
     }
-    let c = child::pinned_mask(rx.command(exe), mask)
+    let mut cmd = child::pinned_mask(rx.command(exe), mask);
+    share_pattern(&mut cmd);
+    let c = cmd
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -836,6 +838,37 @@ fn start_builtin_server_in(
         .spawn()
         .context("starting the receiver (pvnet perf server)")?;
     Ok(Guard(c))
+}
+
+/// Lets a receiver use the bench's one copy of the content pattern
+/// ([`pvnet_perf::pattern::shared_memfd`]) instead of a private one: eight receivers on the
+/// receiving CPU would otherwise keep eight copies of the same 128 KiB in its cache, a cost of
+/// the measurement that grows with the guests. Without the memfd (it could not be made) the
+/// receiver generates its own, as before.
+fn share_pattern(cmd: &mut std::process::Command) {
+    use std::os::fd::{AsRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+    static FD: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
+    let fd = FD.get_or_init(|| match pvnet_perf::pattern::shared_memfd() {
+        Ok(fd) => Some(fd),
+        Err(e) => {
+            eprintln!("pvnet bench: no shared pattern table for the receivers ({e})");
+            None
+        }
+    });
+    let Some(fd) = fd else { return };
+    let n = fd.as_raw_fd();
+    cmd.env(pvnet_perf::pattern::SHARED_FD_ENV, n.to_string());
+    // SAFETY: only fcntl, which is async-signal-safe, between fork and exec: it clears
+    // FD_CLOEXEC on the child's copy of the memfd, which the static keeps open in the parent.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::fcntl(n, libc::F_SETFD, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 fn start_iperf3_server(rx: &Netns, mask: u64, port: u16) -> Result<Guard> {
