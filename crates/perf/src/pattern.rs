@@ -128,23 +128,21 @@ fn map_shared(fd: BorrowedFd<'_>) -> Result<&'static [u8], String> {
 
 /// Generates the table: two consecutive periods of the pattern.
 fn generate() -> Box<[u8]> {
-    {
-        let mut t = vec![0u8; 2 * PERIOD];
-        // splitmix64: fixed seed, so both ends of a connection agree without exchanging it.
-        let mut state: u64 = 0x5056_4e45_5450_4631; // "PVNETPF1"
-        for chunk in t[..PERIOD].chunks_mut(8) {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^= z >> 31;
-            let bytes = z.to_le_bytes();
-            chunk.copy_from_slice(&bytes[..chunk.len()]);
-        }
-        let (a, b) = t.split_at_mut(PERIOD);
-        b.copy_from_slice(a);
-        t.into_boxed_slice()
+    let mut t = vec![0u8; 2 * PERIOD];
+    // splitmix64: fixed seed, so both ends of a connection agree without exchanging it.
+    let mut state: u64 = 0x5056_4e45_5450_4631; // "PVNETPF1"
+    for chunk in t[..PERIOD].chunks_mut(8) {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let bytes = z.to_le_bytes();
+        chunk.copy_from_slice(&bytes[..chunk.len()]);
     }
+    let (a, b) = t.split_at_mut(PERIOD);
+    b.copy_from_slice(a);
+    t.into_boxed_slice()
 }
 
 /// The pattern byte at absolute stream offset `offset`.
