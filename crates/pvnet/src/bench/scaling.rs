@@ -201,8 +201,9 @@ pub struct OneTestbed {
     pub ci95: Option<[f64; 2]>,
     /// [`AGGREGATE_GOAL`] judged on `ci95`.
     pub verdict: Verdict,
-    /// Jain's index of the N streams in each all-N slice: the sharing over half a second
-    /// right after a switch, which still holds the resumed streams' catching up.
+    /// Jain's index of the N streams in each all-N slice: the sharing over half a second.
+    /// It is not the resumed streams catching up: a longer settling time lowers it for
+    /// `adaptive` (docs/guest-scaling.md).
     pub jain: Vec<f64>,
     pub jain_median: Option<f64>,
     pub jain_min: Option<f64>,
@@ -327,7 +328,7 @@ pub fn one_testbed_table(rows: &[OneTestbed]) -> Table {
 }
 
 /// What the one-testbed table's figures are, for the report.
-pub const ONE_TESTBED_NOTE: &str = "One testbed of N guests for each configuration, its N receivers and one sender process on the remote host (`pvnet perf streams`) keeping one connection per guest open throughout, with `tcp_slow_start_after_idle` off so that a paused stream resumes at its window. Each round runs a slice with one guest streaming (guest `round mod N`) and a slice with all N, in the order one–all, then all–one; each slice counts the bytes the receivers acknowledged (`tcpi_bytes_acked`) over 0.5 s, after 0.3 s in which the paused streams drain and the resumed ones reach their rate. The ratio per round is the all-N slice over the one-guest slice; the interval is Student's t over the means of 16 batches of consecutive rounds (32 rounds or more), as for the paired TCP_RR. Jain's index is given over the whole session (each stream's bytes summed over the all-N slices: what a stream of several seconds on a fresh testbed measures; the goal is judged on it) and per all-N slice (half a second right after the paused streams resume, so it holds their catching up). Every stream is verified byte for byte by its receiver at the end.";
+pub const ONE_TESTBED_NOTE: &str = "One testbed of N guests for each configuration, its N receivers and one sender process on the remote host (`pvnet perf streams`) keeping one connection per guest open throughout, with `tcp_slow_start_after_idle` off so that a paused stream resumes at its window. Each round runs a slice with one guest streaming (guest `round mod N`) and a slice with all N, in the order one–all, then all–one; each slice counts the bytes the receivers acknowledged (`tcpi_bytes_acked`) over 0.5 s, after 0.3 s in which the paused streams drain and the resumed ones reach their rate. The ratio per round is the all-N slice over the one-guest slice; the interval is Student's t over the means of 16 batches of consecutive rounds (32 rounds or more), as for the paired TCP_RR. Jain's index is given over the whole session (each stream's bytes summed over the all-N slices: what a stream of several seconds on a fresh testbed measures; the goal is judged on it) and per all-N slice (the sharing over half a second, which can be uneven while the session's is even). Every stream is verified byte for byte by its receiver at the end.";
 
 /// Runs the one-testbed comparison of `config` (a `NAME/gN` with N ≥ 2).
 pub fn run_one_testbed(
