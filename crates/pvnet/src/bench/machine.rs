@@ -5,7 +5,8 @@ use serde_json::{json, Value};
 /// The git commit the binary was built from (`build.rs`), or "unknown" outside a checkout.
 pub const REVISION: &str = env!("PVNET_REVISION");
 
-/// Kernel, CPU model, CPUs, TSC rate, memory, and whether it is a virtual machine.
+/// Kernel, CPU model, CPUs, TSC rate, memory, whether it is a virtual machine, and the default TCP
+/// congestion control.
 pub fn describe(tsc_hz: u64) -> Value {
     let uts = nix::sys::utsname::uname().ok();
     let s = |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
@@ -36,7 +37,19 @@ pub fn describe(tsc_hz: u64) -> Value {
         "tsc_hz": tsc_hz,
         "virtualized": field("flags").is_some_and(|f| f.split_whitespace().any(|x| x == "hypervisor")),
         "memory_kib": mem_kib,
+        "tcp_congestion_control": tcp_congestion_control(),
     })
+}
+
+/// The kernel's default TCP congestion control: new network namespaces inherit it, so it is
+/// the one the remote host's senders use. It moves the results (on the machine of
+/// docs/guest-scaling.md, CUBIC instead of BBR took `xen`'s eight-guest ratio from 0.82 to 0.86
+/// by slowing one guest), so the report names it.
+fn tcp_congestion_control() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .ok()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
 }
 
 /// `YYYY-MM-DD HH:MM:SS` (UTC) of a Unix time, and a compact form for directory names.
@@ -76,5 +89,12 @@ mod tests {
         assert!(m["cpus"].as_u64().unwrap() >= 1);
         assert!(!m["kernel"].as_str().unwrap().is_empty());
         assert!(!REVISION.is_empty());
+        let cc = m["tcp_congestion_control"].as_str().unwrap();
+        let available =
+            std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap();
+        assert!(
+            available.split_whitespace().any(|a| a == cc),
+            "{cc} not in {available}"
+        );
     }
 }

@@ -469,7 +469,7 @@ pub fn markdown(run: &Run) -> String {
     s.push_str("## Machine\n\n");
     let _ = writeln!(
         s,
-        "- {} CPUs, {}{}\n- kernel {} ({})\n- TSC {:.3} GHz (cycles = CPU time × TSC rate: no hardware counters are needed)\n",
+        "- {} CPUs, {}{}\n- kernel {} ({})\n- TSC {:.3} GHz (cycles = CPU time × TSC rate: no hardware counters are needed)",
         m["cpus"],
         m["cpu_model"].as_str().unwrap_or("unknown CPU"),
         if m["virtualized"].as_bool() == Some(true) {
@@ -481,7 +481,13 @@ pub fn markdown(run: &Run) -> String {
         m["kernel_version"].as_str().unwrap_or("?"),
         m["tsc_hz"].as_f64().unwrap_or(0.0) / 1e9
     );
-    s.push_str("## Parameters\n\n");
+    if let Some(cc) = m["tcp_congestion_control"].as_str() {
+        let _ = writeln!(
+            s,
+            "- TCP congestion control: {cc} (the kernel's default, which the remote host's namespace inherits: the senders use it)"
+        );
+    }
+    s.push_str("\n## Parameters\n\n");
     let _ = writeln!(
         s,
         "- configurations: {}\n- {} measured repetition(s) of each, interleaved ({}), after one warm-up repetition of each ({} s stream, {} s TCP_RR, discarded)\n- stream: {} s with {}, {}-byte sends; TCP_RR: {} s, 1-byte request and response (built-in tool)\n- receiving side (driver domain, guest, receiver, the veth's softirq by RPS) on CPU {}, sender on CPU {}; every repetition on a fresh testbed\n- MTU {} on the wire and every interface; the physical port's packet ring: {} of {} bytes, polled {} frames at a time\n",
