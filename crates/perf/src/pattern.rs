@@ -70,18 +70,20 @@ fn table_from_fd_number(v: &str) -> Result<&'static [u8], String> {
 /// (without `FD_CLOEXEC`) and name it in [`SHARED_FD_ENV`]. The seals forbid writing,
 /// shrinking and growing it, so what a receiver checked once stays the table.
 pub fn shared_memfd() -> io::Result<OwnedFd> {
-    let fd = memfd_create(
-        "pvnet-pattern",
-        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
-    )
-    .map_err(io::Error::from)?;
-    let mut file = std::fs::File::from(fd);
-    io::Write::write_all(&mut file, &generate())?;
-    let fd = OwnedFd::from(file);
     let seals = SealFlag::F_SEAL_WRITE
         | SealFlag::F_SEAL_SHRINK
         | SealFlag::F_SEAL_GROW
         | SealFlag::F_SEAL_SEAL;
+    sealed_memfd("pvnet-pattern", &generate(), seals)
+}
+
+/// A close-on-exec memfd named `name` holding `bytes`, then sealed with `seals`.
+fn sealed_memfd(name: &str, bytes: &[u8], seals: SealFlag) -> io::Result<OwnedFd> {
+    let fd = memfd_create(name, MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)
+        .map_err(io::Error::from)?;
+    let mut file = std::fs::File::from(fd);
+    io::Write::write_all(&mut file, bytes)?;
+    let fd = OwnedFd::from(file);
     fcntl(&fd, FcntlArg::F_ADD_SEALS(seals)).map_err(io::Error::from)?;
     Ok(fd)
 }
@@ -204,12 +206,7 @@ mod tests {
 
     /// A memfd holding `bytes`, sealed with `seals`.
     fn memfd_with(bytes: &[u8], seals: SealFlag) -> OwnedFd {
-        let fd = memfd_create("t", MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING).unwrap();
-        let mut f = std::fs::File::from(fd);
-        io::Write::write_all(&mut f, bytes).unwrap();
-        let fd = OwnedFd::from(f);
-        fcntl(&fd, FcntlArg::F_ADD_SEALS(seals)).unwrap();
-        fd
+        sealed_memfd("t", bytes, seals).unwrap()
     }
 
     #[test]
