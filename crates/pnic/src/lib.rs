@@ -19,7 +19,7 @@ mod ring3;
 use std::cell::Cell;
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -120,7 +120,16 @@ pub struct PnicConfig {
     /// A TPACKET_V3 ring of these blocks instead of V2 slots (`frame_size` is then the
     /// longest frame the port must take whole, `frame_nr` unused).
     pub v3: Option<BlockGeometry>,
+    /// Receive queues, 1 to [`MAX_QUEUES`]: with more than one, the kernel sorts the frames
+    /// into that many packet rings by the last byte of their destination MAC address, as a
+    /// NIC with VMDq sorts them into a queue per virtual machine, and a poll serves the
+    /// queues in turn (see [`Pnic::poll`]). `frame_nr` is then split evenly between them.
+    /// V2 rings only; not in frame mode.
+    pub queues: u32,
 }
+
+/// Most receive queues a port may have ([`PnicConfig::queues`]).
+pub const MAX_QUEUES: u32 = 16;
 
 impl Default for PnicConfig {
     fn default() -> Self {
@@ -129,6 +138,7 @@ impl Default for PnicConfig {
             frame_size: DEFAULT_FRAME_SIZE,
             frame_nr: DEFAULT_FRAME_NR,
             v3: None,
+            queues: 1,
         }
     }
 }
@@ -288,25 +298,72 @@ impl PnicError {
     }
 }
 
-/// The physical NIC: receive ring + transmit socket.
+/// The physical NIC: receive rings (one per queue) + transmit socket.
 pub struct Pnic {
-    ring: Rx,
-    rx: OwnedFd,
+    /// At least one; more in one fanout group ([`PnicConfig::queues`]).
+    queues: Vec<RxQueue>,
+    /// The queue the next poll starts with (the queues take turns being first).
+    next_queue: usize,
     tx: OwnedFd,
     ifname: String,
     ifindex: u32,
     rx_stats: RxCounters,
     lease_counts: LeaseCounts,
-    lease_cap: u32,
     tx_frames: Cell<u64>,
     tx_bytes: Cell<u64>,
     tx_would_block: Cell<u64>,
     tx_errors: Cell<u64>,
+    /// Frame mode ([`Pnic::open_frames`]): the socket and the buffers it receives into.
+    frx: Option<FrameRx>,
+}
+
+/// One receive queue: a packet socket and its ring.
+struct RxQueue {
+    ring: Rx,
+    rx: OwnedFd,
+    /// Slots that may be leased at once (half the ring).
+    lease_cap: u32,
+    /// Frames handed over from this queue.
+    frames: u64,
     tp_packets: u64,
     tp_drops: u64,
     tp_frozen: u64,
-    /// Frame mode ([`Pnic::open_frames`]): the socket and the buffers it receives into.
-    frx: Option<FrameRx>,
+}
+
+impl RxQueue {
+    /// Reads the kernel's `PACKET_STATISTICS` of `fd` (reset by the read) into the totals.
+    fn read_kernel_stats(&mut self, fd: RawFd) {
+        // SAFETY: tpacket_stats_v3 is plain data; all-zero is a valid value. A V2 socket
+        // fills its first two fields (tpacket_stats), a V3 one all three.
+        let mut ks: libc::tpacket_stats_v3 = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
+        // SAFETY: ks/len describe a writable buffer of the right size.
+        let r = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut ks as *mut libc::tpacket_stats_v3).cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            self.tp_packets += u64::from(ks.tp_packets);
+            self.tp_drops += u64::from(ks.tp_drops);
+            if len as usize >= std::mem::size_of::<libc::tpacket_stats_v3>() {
+                self.tp_frozen += u64::from(ks.tp_freeze_q_cnt);
+            }
+        }
+    }
+}
+
+/// One receive queue's counters ([`Pnic::queue_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Frames handed over from this queue.
+    pub frames: u64,
+    /// Kernel: frames dropped because this queue's ring was full.
+    pub drops: u64,
 }
 
 /// The receive ring: V2 slots or V3 blocks.
@@ -482,6 +539,190 @@ const EMPTY_IOV: libc::iovec = libc::iovec {
 /// Pieces up to this count are sent with an iovec array on the stack.
 const STACK_IOV: usize = 32;
 
+/// Opens one receive queue of `ifindex`: a packet socket with its ring, promiscuous, bound.
+fn open_queue(cfg: &PnicConfig, geo: Geometry, ifindex: u32) -> Result<RxQueue, PnicError> {
+    // Receive socket. Order matters: version and vnet header before the ring (EBUSY
+    // otherwise), ring before bind so no frame is queued outside the ring.
+    let rx = packet_socket()?;
+    let one: libc::c_int = 1;
+    setsockopt(
+        rx.as_fd(),
+        libc::PACKET_IGNORE_OUTGOING,
+        &one,
+        "PACKET_IGNORE_OUTGOING",
+    )?;
+    setsockopt(
+        rx.as_fd(),
+        libc::PACKET_VNET_HDR,
+        &one,
+        "PACKET_VNET_HDR (rx)",
+    )?;
+    let (ring, lease_cap) = match cfg.v3 {
+        None => {
+            let version = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
+            setsockopt(rx.as_fd(), libc::PACKET_VERSION, &version, "PACKET_VERSION")?;
+            let req = geo.as_req();
+            setsockopt(rx.as_fd(), libc::PACKET_RX_RING, &req, "PACKET_RX_RING")?;
+            let ring = Ring::map(rx.as_fd(), geo).map_err(|e| PnicError::io("mmap(rx ring)", e))?;
+            // Half the slots may be leased.
+            (Rx::V2(ring), geo.frame_nr / 2)
+        }
+        Some(b) => {
+            let version = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+            setsockopt(rx.as_fd(), libc::PACKET_VERSION, &version, "PACKET_VERSION")?;
+            let req = b.as_req();
+            setsockopt(
+                rx.as_fd(),
+                libc::PACKET_RX_RING,
+                &req,
+                "PACKET_RX_RING (v3)",
+            )?;
+            let ring = Ring3::map(rx.as_fd(), b).map_err(|e| PnicError::io("mmap(rx ring)", e))?;
+            // Half the blocks may be held by leases once the consumer has left them.
+            (Rx::V3(ring), b.block_nr / 2)
+        }
+    };
+    // SAFETY: packet_mreq is plain data; all-zero is a valid value.
+    let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
+    mreq.mr_ifindex = ifindex as i32;
+    mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
+    setsockopt(
+        rx.as_fd(),
+        libc::PACKET_ADD_MEMBERSHIP,
+        &mreq,
+        "PACKET_ADD_MEMBERSHIP (promisc)",
+    )
+    .map_err(|e| match e {
+        PnicError::Io { source, .. } if source.raw_os_error() == Some(libc::ENODEV) => {
+            PnicError::NoSuchInterface(cfg.ifname.clone())
+        }
+        e => e,
+    })?;
+    bind_ll(rx.as_fd(), ifindex, libc::ETH_P_ALL as u16).map_err(|e| match e {
+        PnicError::NoSuchInterface(_) => PnicError::NoSuchInterface(cfg.ifname.clone()),
+        e => e,
+    })?;
+
+    Ok(RxQueue {
+        ring,
+        rx,
+        lease_cap,
+        frames: 0,
+        tp_packets: 0,
+        tp_drops: 0,
+        tp_frozen: 0,
+    })
+}
+
+/// Shares one poll's `budget` between `queues` receive queues: in rounds, each queue in turn
+/// is asked (`poll(queue, at most)`) for at most an equal share (`budget` ÷ `queues`, at least
+/// 1), until the budget is used or a round took nothing. The queue asked first moves on by one
+/// at every round (`next`, kept between polls), so the remainder of a budget that does not
+/// divide evenly goes round too. Returns the frames taken. With one queue: one call for the
+/// whole budget.
+pub fn poll_in_rounds(
+    queues: usize,
+    budget: usize,
+    next: &mut usize,
+    mut poll: impl FnMut(usize, usize) -> usize,
+) -> usize {
+    if queues <= 1 {
+        return poll(0, budget);
+    }
+    let share = (budget / queues).max(1);
+    let mut taken = 0;
+    while taken < budget {
+        let mut round = 0;
+        for k in 0..queues {
+            if taken >= budget {
+                break;
+            }
+            let n = poll((*next + k) % queues, share.min(budget - taken));
+            taken += n;
+            round += n;
+        }
+        *next = (*next + 1) % queues;
+        if round == 0 {
+            break;
+        }
+    }
+    taken
+}
+
+/// Puts the queues' sockets in one fanout group that sends each frame to the queue the last
+/// byte of its destination MAC address names (modulo the number of queues): classic BPF on
+/// the link-layer header, which the kernel runs once per frame. Outgoing frames stay out of
+/// the group, as `PACKET_IGNORE_OUTGOING` keeps them out of one socket.
+fn join_fanout(queues: &[RxQueue]) -> Result<(), PnicError> {
+    let flags = libc::PACKET_FANOUT_CBPF | libc::PACKET_FANOUT_FLAG_IGNORE_OUTGOING;
+    // The first socket asks the kernel for a group id nobody else uses in this namespace.
+    let first = (flags | libc::PACKET_FANOUT_FLAG_UNIQUEID) << 16;
+    setsockopt(
+        queues[0].rx.as_fd(),
+        libc::PACKET_FANOUT,
+        &(first as libc::c_int),
+        "PACKET_FANOUT (new group)",
+    )?;
+    let mut arg: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: arg/len describe a writable c_int.
+    let r = unsafe {
+        libc::getsockopt(
+            queues[0].rx.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_FANOUT,
+            (&mut arg as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(PnicError::io("getsockopt(PACKET_FANOUT)", last_err()));
+    }
+    let id = (arg as u32) & 0xffff;
+    let prog = mac_queue_filter();
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_ptr().cast_mut(),
+    };
+    setsockopt(
+        queues[0].rx.as_fd(),
+        libc::PACKET_FANOUT_DATA,
+        &fprog,
+        "PACKET_FANOUT_DATA (classic BPF)",
+    )?;
+    let join = (id | (flags << 16)) as libc::c_int;
+    for q in &queues[1..] {
+        setsockopt(
+            q.rx.as_fd(),
+            libc::PACKET_FANOUT,
+            &join,
+            "PACKET_FANOUT (join)",
+        )?;
+    }
+    Ok(())
+}
+
+/// The fanout program: the queue is the destination MAC address's last byte (the kernel takes
+/// it modulo the group's size). A frame too short to have one goes to queue 0.
+fn mac_queue_filter() -> [libc::sock_filter; 2] {
+    [
+        // A = byte at link-layer offset 5: the destination address's last byte.
+        libc::sock_filter {
+            code: (libc::BPF_LD | libc::BPF_B | libc::BPF_ABS) as u16,
+            jt: 0,
+            jf: 0,
+            k: (libc::SKF_LL_OFF + 5) as u32,
+        },
+        // return A
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_A) as u16,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+    ]
+}
+
 impl Pnic {
     /// Opens the NIC `cfg.ifname` in the calling thread's network namespace.
     ///
@@ -506,72 +747,39 @@ impl Pnic {
             return Err(PnicError::NoSuchInterface(cfg.ifname.clone()));
         }
 
-        // Receive socket. Order matters: version and vnet header before the ring (EBUSY
-        // otherwise), ring before bind so no frame is queued outside the ring.
-        let rx = packet_socket()?;
-        let one: libc::c_int = 1;
-        setsockopt(
-            rx.as_fd(),
-            libc::PACKET_IGNORE_OUTGOING,
-            &one,
-            "PACKET_IGNORE_OUTGOING",
-        )?;
-        setsockopt(
-            rx.as_fd(),
-            libc::PACKET_VNET_HDR,
-            &one,
-            "PACKET_VNET_HDR (rx)",
-        )?;
-        let (ring, lease_cap) = match cfg.v3 {
-            None => {
-                let version = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
-                setsockopt(rx.as_fd(), libc::PACKET_VERSION, &version, "PACKET_VERSION")?;
-                let req = geo.as_req();
-                setsockopt(rx.as_fd(), libc::PACKET_RX_RING, &req, "PACKET_RX_RING")?;
-                let ring =
-                    Ring::map(rx.as_fd(), geo).map_err(|e| PnicError::io("mmap(rx ring)", e))?;
-                // Half the slots may be leased.
-                (Rx::V2(ring), geo.frame_nr / 2)
-            }
-            Some(b) => {
-                let version = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
-                setsockopt(rx.as_fd(), libc::PACKET_VERSION, &version, "PACKET_VERSION")?;
-                let req = b.as_req();
-                setsockopt(
-                    rx.as_fd(),
-                    libc::PACKET_RX_RING,
-                    &req,
-                    "PACKET_RX_RING (v3)",
-                )?;
-                let ring =
-                    Ring3::map(rx.as_fd(), b).map_err(|e| PnicError::io("mmap(rx ring)", e))?;
-                // Half the blocks may be held by leases once the consumer has left them.
-                (Rx::V3(ring), b.block_nr / 2)
-            }
+        if cfg.queues == 0 || cfg.queues > MAX_QUEUES {
+            return Err(PnicError::InvalidConfig(format!(
+                "receive queues must be between 1 and {MAX_QUEUES}, got {}",
+                cfg.queues
+            )));
+        }
+        if cfg.queues > 1 && cfg.v3.is_some() {
+            return Err(PnicError::InvalidConfig(
+                "several receive queues need V2 rings (a V3 ring has one queue)".into(),
+            ));
+        }
+        // Each queue gets an equal share of the slots (rounded up to whole blocks).
+        let qgeo = if cfg.queues > 1 {
+            Geometry::new(
+                cfg.frame_size,
+                cfg.frame_nr.div_ceil(cfg.queues),
+                page_size(),
+            )
+            .map_err(PnicError::InvalidConfig)?
+        } else {
+            geo
         };
-        // SAFETY: packet_mreq is plain data; all-zero is a valid value.
-        let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
-        mreq.mr_ifindex = ifindex as i32;
-        mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
-        setsockopt(
-            rx.as_fd(),
-            libc::PACKET_ADD_MEMBERSHIP,
-            &mreq,
-            "PACKET_ADD_MEMBERSHIP (promisc)",
-        )
-        .map_err(|e| match e {
-            PnicError::Io { source, .. } if source.raw_os_error() == Some(libc::ENODEV) => {
-                PnicError::NoSuchInterface(cfg.ifname.clone())
-            }
-            e => e,
-        })?;
-        bind_ll(rx.as_fd(), ifindex, libc::ETH_P_ALL as u16).map_err(|e| match e {
-            PnicError::NoSuchInterface(_) => PnicError::NoSuchInterface(cfg.ifname.clone()),
-            e => e,
-        })?;
+        let mut queues = Vec::with_capacity(cfg.queues as usize);
+        for _ in 0..cfg.queues {
+            queues.push(open_queue(cfg, qgeo, ifindex)?);
+        }
+        if queues.len() > 1 {
+            join_fanout(&queues)?;
+        }
 
         // Transmit socket: bound with protocol 0, so it never receives anything; the kernel
         // takes the protocol from the Ethernet header of each frame.
+        let one: libc::c_int = 1;
         let tx = packet_socket()?;
         setsockopt(
             tx.as_fd(),
@@ -585,21 +793,17 @@ impl Pnic {
         })?;
 
         Ok(Pnic {
-            ring,
-            rx,
+            queues,
+            next_queue: 0,
             tx,
             ifname: cfg.ifname.clone(),
             ifindex,
             rx_stats: RxCounters::default(),
             lease_counts: LeaseCounts::default(),
-            lease_cap,
             tx_frames: Cell::new(0),
             tx_bytes: Cell::new(0),
             tx_would_block: Cell::new(0),
             tx_errors: Cell::new(0),
-            tp_packets: 0,
-            tp_drops: 0,
-            tp_frozen: 0,
             frx: None,
         })
     }
@@ -611,11 +815,16 @@ impl Pnic {
     /// dropped and counted (`rx_truncated`): frame mode wants wire-sized frames (no GRO on
     /// the interface).
     pub fn open_frames(cfg: &PnicConfig, src: Arc<dyn FrameSource>) -> Result<Pnic, PnicError> {
+        if cfg.queues != 1 {
+            return Err(PnicError::InvalidConfig(
+                "frame mode has one receive queue".into(),
+            ));
+        }
         let mut p = Pnic::open(cfg)?;
         // Unhook the ring socket: a bind to protocol 0 would keep its protocol (ETH_P_ALL),
         // so it is bound to an EtherType nothing on the testbed sends (IEEE 802 "local
         // experimental" 2, 0x88B6) and receives nothing.
-        bind_ll(p.rx.as_fd(), p.ifindex, 0x88B6)?;
+        bind_ll(p.queues[0].rx.as_fd(), p.ifindex, 0x88B6)?;
         let sock = packet_socket()?;
         let one: libc::c_int = 1;
         setsockopt(
@@ -788,12 +997,48 @@ impl Pnic {
         got
     }
 
-    /// The receive socket, for epoll: readable when frames are waiting in the ring.
+    /// The receive socket, for epoll: readable when frames are waiting in the ring. With
+    /// several queues, the first queue's; [`Pnic::rx_fds`] gives them all.
     pub fn rx_fd(&self) -> BorrowedFd<'_> {
         match &self.frx {
             Some(f) => f.sock.as_fd(),
-            None => self.rx.as_fd(),
+            None => self.queues[0].rx.as_fd(),
         }
+    }
+
+    /// Every receive queue's socket (one in frame mode): to sleep until any has a frame.
+    pub fn rx_fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> + '_ {
+        let frame = self.frx.as_ref().map(|f| f.sock.as_fd());
+        let rings = self
+            .frx
+            .is_none()
+            .then_some(&self.queues)
+            .into_iter()
+            .flatten();
+        frame.into_iter().chain(rings.map(|q| q.rx.as_fd()))
+    }
+
+    /// Receive queues ([`PnicConfig::queues`]).
+    pub fn queue_count(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Each receive queue's counters, reading the kernel's drop counts.
+    pub fn queue_stats(&mut self) -> Vec<QueueStats> {
+        if self.frx.is_some() {
+            return Vec::new();
+        }
+        self.queues
+            .iter_mut()
+            .map(|q| {
+                let fd = q.rx.as_raw_fd();
+                q.read_kernel_stats(fd);
+                QueueStats {
+                    frames: q.frames,
+                    drops: q.tp_drops,
+                }
+            })
+            .collect()
     }
 
     /// The transmit socket, for epoll: writable when the socket buffer has room again after
@@ -812,16 +1057,20 @@ impl Pnic {
 
     /// Ring slots actually set up (the requested count rounded up to whole blocks).
     /// V3: the kernel's frame count (its `tp_frame_nr`, 2 KiB a frame).
+    /// With several queues, the slots of all of them.
     pub fn frame_nr(&self) -> u32 {
-        match &self.ring {
-            Rx::V2(r) => r.geometry().frame_nr,
-            Rx::V3(r) => r.geometry().as_req().tp_frame_nr,
-        }
+        self.queues
+            .iter()
+            .map(|q| match &q.ring {
+                Rx::V2(r) => r.geometry().frame_nr,
+                Rx::V3(r) => r.geometry().as_req().tp_frame_nr,
+            })
+            .sum()
     }
 
     /// Bytes per slot; V3: the longest frame a block takes whole.
     pub fn frame_size(&self) -> u32 {
-        match &self.ring {
+        match &self.queues[0].ring {
             Rx::V2(r) => r.geometry().frame_size,
             Rx::V3(r) => r.geometry().max_frame(),
         }
@@ -829,7 +1078,7 @@ impl Pnic {
 
     /// The V3 ring's blocks, `None` for a V2 ring.
     pub fn blocks(&self) -> Option<BlockGeometry> {
-        match &self.ring {
+        match &self.queues[0].ring {
             Rx::V2(_) => None,
             Rx::V3(r) => Some(r.geometry()),
         }
@@ -853,12 +1102,12 @@ impl Pnic {
             };
             return r > 0;
         }
-        self.ring.head_ready()
+        self.queues.iter().any(|q| q.ring.head_ready())
     }
 
     /// Slots leased out by [`RxFrame::take`] and not yet handed back.
     pub fn leases(&self) -> u32 {
-        self.ring.leases()
+        self.queues.iter().map(|q| q.ring.leases()).sum()
     }
 
     /// Whether a lease must go before sleeping on [`Pnic::rx_fd`] once the ring is empty: with
@@ -871,10 +1120,10 @@ impl Pnic {
             // Frame mode: the port stops when it has no buffer left to receive into.
             return f.src.free() < FRAME_BATCH;
         }
-        match &self.ring {
+        self.queues.iter().any(|q| match &q.ring {
             Rx::V2(r) => r.leases() > 0 && r.lease_in_the_way(),
             Rx::V3(r) => r.hold_in_the_way(),
-        }
+        })
     }
 
     /// Whether the oldest lease still out was taken more than three quarters of the ring ago
@@ -885,7 +1134,7 @@ impl Pnic {
         if let Some(f) = &self.frx {
             return f.src.free() < f.src.total() / 4;
         }
-        match &mut self.ring {
+        self.queues.iter_mut().any(|q| match &mut q.ring {
             Rx::V2(r) => {
                 let n = r.geometry().frame_nr;
                 r.oldest_lease_age() > n - n / LEASE_HORIZON
@@ -894,7 +1143,7 @@ impl Pnic {
                 let n = r.geometry().block_nr;
                 r.oldest_hold_age() > n - n / LEASE_HORIZON
             }
-        }
+        })
     }
 
     /// One NAPI poll: hands at most `budget` frames to `f`, releasing each slot back to the
@@ -902,13 +1151,56 @@ impl Pnic {
     /// number handed over (== `budget` means "more may be waiting, poll again"). Slots with an
     /// invalid header are released, counted in `rx_bad`, and not counted against the budget
     /// (at most one ring's worth per call).
+    ///
+    /// With several queues the budget is shared out in rounds: each queue in turn gives at
+    /// most an equal share (`budget` ÷ queues, at least 1) per round, until the budget is used
+    /// or a round finds every queue empty, and the queue that goes first moves on by one at
+    /// every round. A queue with a long backlog thus gets no more of a poll than one with a
+    /// short one, as with a NIC whose queues each have their own NAPI weight; frames of one
+    /// queue keep their order.
     pub fn poll(&mut self, budget: usize, mut f: impl FnMut(RxFrame<'_>)) -> usize {
+        let (nq, mut next) = (self.queues.len(), self.next_queue);
+        let n = poll_in_rounds(nq, budget, &mut next, |q, want| {
+            self.poll_queue(q, want, &mut f)
+        });
+        self.next_queue = next;
+        n
+    }
+
+    /// [`Pnic::poll_stamped`] of receive queue `q` alone (frame mode has one queue, 0).
+    ///
+    /// # Panics
+    /// When `q` is not below [`Pnic::queue_count`].
+    pub fn poll_queue_stamped(
+        &mut self,
+        q: usize,
+        budget: usize,
+        mut f: impl FnMut(VirtioNetHdr, Buf, Option<u64>),
+    ) -> usize {
+        assert!(q < self.queues.len(), "queue {q} of {}", self.queues.len());
+        if self.frx.is_some() {
+            return self.poll_stamped(budget, f);
+        }
+        self.poll_queue(q, budget, &mut |fr: RxFrame<'_>| {
+            if !fr.truncated {
+                let (vnet, stamp) = (fr.vnet, fr.stamp_ns);
+                f(vnet, fr.take(), Some(stamp));
+            }
+        })
+    }
+
+    /// [`Pnic::poll`] of queue `qi` alone.
+    fn poll_queue(&mut self, qi: usize, budget: usize, f: &mut impl FnMut(RxFrame<'_>)) -> usize {
         let mut handed = 0;
-        let mut bad_left = self.frame_nr() as usize;
+        let q = &mut self.queues[qi];
+        let mut bad_left = match &q.ring {
+            Rx::V2(r) => r.geometry().frame_nr,
+            Rx::V3(r) => r.geometry().as_req().tp_frame_nr,
+        } as usize;
         let st = &mut self.rx_stats;
-        let (counts, lease_cap) = (&self.lease_counts, self.lease_cap);
+        let (counts, lease_cap) = (&self.lease_counts, q.lease_cap);
         while handed < budget {
-            let r = self.ring.consume(|slot| match slot {
+            let r = q.ring.consume(|slot| match slot {
                 Slot::Frame {
                     status,
                     len,
@@ -944,7 +1236,10 @@ impl Pnic {
             });
             match r {
                 None => break,
-                Some(true) => handed += 1,
+                Some(true) => {
+                    handed += 1;
+                    q.frames += 1;
+                }
                 Some(false) => {
                     bad_left -= 1;
                     if bad_left == 0 {
@@ -1073,33 +1368,26 @@ impl Pnic {
     /// Counters, including the kernel's `PACKET_STATISTICS` (read, reset in the kernel, and
     /// accumulated here).
     pub fn stats(&mut self) -> PnicStats {
-        // SAFETY: tpacket_stats_v3 is plain data; all-zero is a valid value. A V2 socket
-        // fills its first two fields (tpacket_stats), a V3 one all three.
-        let mut ks: libc::tpacket_stats_v3 = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
-        // In frame mode the kernel's counts are the frame socket's.
-        let fd = self
-            .frx
-            .as_ref()
-            .map_or(self.rx.as_raw_fd(), |f| f.sock.as_raw_fd());
-        // SAFETY: ks/len describe a writable buffer of the right size.
-        let r = unsafe {
-            libc::getsockopt(
-                fd,
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                (&mut ks as *mut libc::tpacket_stats_v3).cast(),
-                &mut len,
-            )
-        };
-        if r == 0 {
-            self.tp_packets += u64::from(ks.tp_packets);
-            self.tp_drops += u64::from(ks.tp_drops);
-            if len as usize >= std::mem::size_of::<libc::tpacket_stats_v3>() {
-                self.tp_frozen += u64::from(ks.tp_freeze_q_cnt);
+        // In frame mode the kernel's counts are the frame socket's (kept in the first queue).
+        match &self.frx {
+            Some(f) => {
+                let fd = f.sock.as_raw_fd();
+                self.queues[0].read_kernel_stats(fd);
+            }
+            None => {
+                for q in &mut self.queues {
+                    let fd = q.rx.as_raw_fd();
+                    q.read_kernel_stats(fd);
+                }
             }
         }
-        let (blocks, bad_blocks, held) = match &self.ring {
+        let kernel = |g: fn(&RxQueue) -> u64| self.queues.iter().map(g).sum::<u64>();
+        let (tp_packets, tp_drops, tp_frozen) = (
+            kernel(|q| q.tp_packets),
+            kernel(|q| q.tp_drops),
+            kernel(|q| q.tp_frozen),
+        );
+        let (blocks, bad_blocks, held) = match &self.queues[0].ring {
             Rx::V2(_) => (0, 0, 0),
             Rx::V3(r) => (r.blocks, r.bad_blocks, r.blocks_held()),
         };
@@ -1114,17 +1402,17 @@ impl Pnic {
             rx_max_frame: s.max_frame,
             rx_leased: self.lease_counts.leased.get(),
             rx_lease_copies: self.lease_counts.copied.get(),
-            rx_leases_outstanding: self.ring.leases(),
+            rx_leases_outstanding: self.leases(),
             tx_frames: self.tx_frames.get(),
             tx_bytes: self.tx_bytes.get(),
             tx_would_block: self.tx_would_block.get(),
             tx_errors: self.tx_errors.get(),
-            tp_packets: self.tp_packets,
-            tp_drops: self.tp_drops,
+            tp_packets,
+            tp_drops,
             rx_blocks: blocks,
             rx_bad_blocks: bad_blocks,
             rx_blocks_held: held,
-            tp_ring_frozen: self.tp_frozen,
+            tp_ring_frozen: tp_frozen,
         }
     }
 }
@@ -1226,6 +1514,44 @@ mod tests {
         let g = Geometry::new(GRO_FRAME_SIZE, GRO_FRAME_NR, 4096).unwrap();
         assert_eq!((g.block_size, g.frames_per_block()), (65536, 1));
         assert_eq!((g.frame_nr, g.map_len()), (1024, 64 << 20));
+    }
+
+    /// The budget is shared out evenly whatever the backlogs, what one queue cannot use goes
+    /// to the others, and the first turn moves round.
+    #[test]
+    fn rounds_share_the_budget() {
+        let run = |backlog: &mut [usize], budget: usize, next: &mut usize| {
+            let mut got = vec![0; backlog.len()];
+            let n = poll_in_rounds(backlog.len(), budget, next, |q, want| {
+                let k = want.min(backlog[q]);
+                backlog[q] -= k;
+                got[q] += k;
+                k
+            });
+            assert_eq!(n, got.iter().sum::<usize>());
+            got
+        };
+        let mut next = 0;
+        // A long backlog gets no more than a short one.
+        assert_eq!(
+            run(&mut [1000, 16, 16, 16], 64, &mut next),
+            [16, 16, 16, 16]
+        );
+        // What an empty queue leaves goes to the others, in rounds of 16.
+        assert_eq!(run(&mut [1000, 0, 0, 8], 64, &mut next), [56, 0, 0, 8]);
+        // Nothing waiting: one round, nothing taken.
+        assert_eq!(run(&mut [0, 0, 0], 64, &mut next), [0, 0, 0]);
+        // 64 frames over 3 queues: shares of 21, and the odd frame goes to each in turn.
+        let mut next = 0;
+        let mut backlog = [1000, 1000, 1000];
+        let firsts: Vec<Vec<usize>> = (0..3).map(|_| run(&mut backlog, 64, &mut next)).collect();
+        assert_eq!(
+            firsts,
+            [vec![21, 22, 21], vec![22, 21, 21], vec![21, 21, 22]]
+        );
+        // One queue: the whole budget in one call.
+        let mut next = 0;
+        assert_eq!(run(&mut [1000], 64, &mut next), [64]);
     }
 
     #[test]
