@@ -32,7 +32,7 @@ use serde::Serialize;
 use crate::bridge::{BridgeConfig, Decision, PortId};
 use crate::capture::{CaptureSummary, Captures, Dir};
 use crate::gate::{Gate, GuestLoad, PortGate};
-use crate::lro::{self, Lro, LroStats};
+use crate::lro::{self, LroStats};
 use crate::netback::{Direct, Fatal, Mechanism, Netback, Refusal, RxDirect, VifStats};
 use crate::packet::{Chain, Packet};
 use crate::portvnet::{self, PortVnetStats};
@@ -71,6 +71,22 @@ pub trait Phy {
     ) -> usize {
         self.poll(budget, |vnet, buf| rx(vnet, buf, None))
     }
+    /// Receive queues the port sorts its frames into ([`pvnet_pnic::PnicConfig::queues`]); a
+    /// port with one ring has one. [`Phy::poll`] serves them all.
+    fn queues(&self) -> usize {
+        1
+    }
+    /// [`Phy::poll_stamped`] of receive queue `q` alone (`q` below [`Phy::queues`]): what the
+    /// aggregation engine of that queue sees. A port with one queue polls it.
+    fn poll_queue_stamped(
+        &mut self,
+        q: usize,
+        budget: usize,
+        rx: impl FnMut(VirtioNetHdr, Buf, Option<u64>),
+    ) -> usize {
+        debug_assert_eq!(q, 0);
+        self.poll_stamped(budget, rx)
+    }
     /// Sends one frame made of `pieces`; false when the port refused it.
     fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> bool;
     /// Whether a poll would find a frame now (no system call).
@@ -100,6 +116,19 @@ impl Phy for Pnic {
         rx: impl FnMut(VirtioNetHdr, Buf, Option<u64>),
     ) -> usize {
         Pnic::poll_stamped(self, budget, rx)
+    }
+
+    fn queues(&self) -> usize {
+        Pnic::queue_count(self)
+    }
+
+    fn poll_queue_stamped(
+        &mut self,
+        q: usize,
+        budget: usize,
+        rx: impl FnMut(VirtioNetHdr, Buf, Option<u64>),
+    ) -> usize {
+        Pnic::poll_queue_stamped(self, q, budget, rx)
     }
 
     fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> bool {
@@ -378,8 +407,8 @@ pub struct DataPath<P: Phy, C: Clock> {
     cfg: PathConfig,
     clock: C,
     phy: Option<P>,
-    /// The physical port's aggregation engine, when aggregation is on.
-    lro: Option<Lro>,
+    /// The physical port's aggregation engines, one per receive queue, when aggregation is on.
+    lro: Option<lro::Queues>,
     /// The engine's representation, kept while it is off so it can be turned back on.
     lro_mode: lro::Mode,
     /// Cap on the aggregates one guest holds in the engine's table.
@@ -388,8 +417,11 @@ pub struct DataPath<P: Phy, C: Clock> {
     lro_armed: Option<u64>,
     /// Packets leaving the engine (reused buffer).
     lro_out: Vec<Packet>,
-    /// The newest arrival the engine was given (ticks): arrivals never go back before it.
-    lro_floor: u64,
+    /// Per receive queue, the newest arrival its engine was given (ticks): arrivals never go
+    /// back before it.
+    lro_floor: Vec<u64>,
+    /// The receive queue whose engine is served first in the next poll.
+    lro_next_queue: usize,
     /// The bridge (with or without its rule pass) or netback MAC routing.
     switch: Switch,
     /// Ports a flooded packet goes to (reused buffer).
@@ -440,7 +472,8 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             lro_flows_per_dst: lro::MAX_FLOWS_PER_DST,
             lro_armed: None,
             lro_out: Vec::new(),
-            lro_floor: 0,
+            lro_floor: vec![0],
+            lro_next_queue: 0,
             switch: Switch::new(crate::switch::Mode::Bridge, BridgeConfig::default()),
             flood: Vec::new(),
             watched: false,
@@ -463,15 +496,17 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         d
     }
 
-    fn new_engine(&self, policy: lro::Policy) -> Lro {
+    /// Aggregation engines of `policy`, one per receive queue of the port (one without a port).
+    fn new_engine(&self, policy: lro::Policy) -> lro::Queues {
         let base = lro::Config::default();
-        Lro::new(lro::Config {
+        let cfg = lro::Config {
             mode: self.lro_mode,
             policy,
             ticks_per_us: self.clock.ticks_per_us(),
             max_flows_per_dst: self.lro_flows_per_dst.clamp(1, base.max_flows),
             ..base
-        })
+        };
+        lro::Queues::new(cfg, self.phy.as_ref().map_or(1, P::queues))
     }
 
     /// The data path with at most `n` aggregates held per guest in the shared LRO table
@@ -509,8 +544,18 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     /// Attaches the physical port (bridge port [`PORT_PNIC`]) and starts watching it.
     pub fn attach_phy(&mut self, phy: P) -> Result<(), RouteError> {
         self.switch.add_physical(PORT_PNIC)?;
+        let queues = phy.queues().max(1);
         self.phy = Some(phy);
         self.watched = true;
+        // An aggregation engine per receive queue, each on its queue's timeline.
+        self.lro_floor = vec![0; queues];
+        self.lro_next_queue = 0;
+        if let Some(l) = self.lro.as_mut() {
+            let mut out = std::mem::take(&mut self.lro_out);
+            l.resize(queues, self.clock.ticks(), &mut out);
+            self.route_all(&mut out);
+            self.lro_out = out;
+        }
         Ok(())
     }
 
@@ -678,11 +723,11 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
 
     /// Aggregates the engine holds now (0 without LRO).
     pub fn lro_held(&self) -> usize {
-        self.lro.as_ref().map_or(0, Lro::held)
+        self.lro.as_ref().map_or(0, lro::Queues::held)
     }
 
     pub fn lro_stats(&self) -> Option<LroStats> {
-        self.lro.as_ref().map(Lro::stats)
+        self.lro.as_ref().map(lro::Queues::stats)
     }
 
     /// Changes the data path's settings: the aggregation policy (`Some(None)` turns it off,
@@ -739,7 +784,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     /// (it is not armed, or armed for later). The daemon arms it for
     /// `deadline - clock.ticks()` and reports success with [`DataPath::timer_armed`].
     pub fn timer_due(&self) -> Option<u64> {
-        let deadline = self.lro.as_ref().and_then(Lro::next_deadline)?;
+        let deadline = self.lro.as_ref().and_then(lro::Queues::next_deadline)?;
         match self.lro_armed {
             Some(a) if a <= deadline => None,
             _ => Some(deadline),
@@ -832,7 +877,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             return;
         }
         self.stats.sleeps_detaching += 1;
-        let mut n = self.lro.as_mut().map_or(0, Lro::detach_newest);
+        let mut n = self.lro.as_mut().map_or(0, lro::Queues::detach_newest);
         for v in self.vifs.values_mut() {
             n += v.netback.detach_newest();
         }
@@ -847,7 +892,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     /// Copies every buffer still leased from the port's ring to the heap: the held
     /// aggregates' and the packets waiting for a guest. Returns how many it copied.
     fn detach_all_leases(&mut self) -> usize {
-        let mut n = self.lro.as_mut().map_or(0, Lro::detach_held);
+        let mut n = self.lro.as_mut().map_or(0, lro::Queues::detach_held);
         for v in self.vifs.values_mut() {
             n += v.netback.detach_queued();
         }
@@ -892,53 +937,26 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             self.watched = false;
             return false;
         }
-        let Some(phy) = self.phy.as_mut() else {
+        let Some(queues) = self.phy.as_ref().map(P::queues) else {
             return false;
         };
-        let clock = &self.clock;
-        let t0 = clock.ticks();
-        let n = if let Some(l) = self.lro.as_mut() {
-            // The engine sees every frame of the poll, then the end of the poll: its policy
-            // decides what leaves now and what waits for more segments.
-            let mut out = std::mem::take(&mut self.lro_out);
-            let mut merging = 0;
-            let refused = &mut self.stats.port_refused;
-            let arrivals = Arrivals::new(clock, t0, self.lro_floor);
-            let mut newest = arrivals.floor;
-            let n = phy.poll_stamped(budget, |vnet, buf, stamp| {
-                if let Err(r) = portvnet::check(&vnet, &buf) {
-                    refused.count(r);
-                    return;
-                }
-                // Each segment's own arrival time, from the port's receive time when it has
-                // one: the engine's gaps and deadlines are the wire's, not the daemon's time
-                // off the CPU. Flush latency counts from `seen`. The frame stays in its ring
-                // slot (a lease) until it has been copied to the guest.
-                let seen = clock.ticks();
-                newest = newest.max(arrivals.at(stamp, seen));
-                l.set_wall(seen);
-                l.receive(buf, vnet, newest, &mut out);
-                merging += clock.ticks().wrapping_sub(seen);
+        let n = if self.lro.is_some() {
+            // Each receive queue's frames go to its own engine, the budget shared between the
+            // queues as the port's own poll shares it (pvnet_pnic::poll_in_rounds).
+            if self.lro_floor.len() != queues {
+                self.lro_floor.resize(queues, 0);
+            }
+            let mut next = self.lro_next_queue;
+            let n = pvnet_pnic::poll_in_rounds(queues, budget, &mut next, |q, want| {
+                self.lro_poll_queue(q, want)
             });
-            self.lro_floor = newest;
-            let t1 = clock.ticks();
-            // With frames still waiting in the port (a full poll) the port's time is its newest
-            // frame's: what is due later may yet be continued by the frames behind it.
-            let end = if n == budget && arrivals.stamped() {
-                newest
-            } else {
-                t1
-            };
-            l.set_wall(t1);
-            l.end_poll(n, end, &mut out);
-            let t2 = clock.ticks();
-            let st = &mut self.stats.stages;
-            st.port_ticks += t1.wrapping_sub(t0).saturating_sub(merging);
-            st.aggregation_ticks += merging + t2.wrapping_sub(t1);
-            self.route_all(&mut out);
-            self.lro_out = out;
+            self.lro_next_queue = next;
             n
         } else {
+            let Some(phy) = self.phy.as_mut() else {
+                return false;
+            };
+            let t0 = self.clock.ticks();
             let mut pending = std::mem::take(&mut self.pending);
             let refused = &mut self.stats.port_refused;
             let n = phy.poll(budget, |vnet, buf| match portvnet::check(&vnet, &buf) {
@@ -963,6 +981,58 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             self.stats.aging_detached += self.detach_all_leases() as u64;
         }
         n == budget
+    }
+
+    /// One poll of receive queue `q` (at most `want` frames) into that queue's aggregation
+    /// engine, then the end of that engine's poll; what leaves it is routed. Returns the frames
+    /// taken.
+    fn lro_poll_queue(&mut self, q: usize, want: usize) -> usize {
+        let (Some(phy), Some(engines)) = (self.phy.as_mut(), self.lro.as_mut()) else {
+            return 0;
+        };
+        let l = engines.queue(q);
+        let clock = &self.clock;
+        let t0 = clock.ticks();
+        // The engine sees every frame of the poll, then the end of the poll: its policy
+        // decides what leaves now and what waits for more segments.
+        let mut out = std::mem::take(&mut self.lro_out);
+        let mut merging = 0;
+        let refused = &mut self.stats.port_refused;
+        let arrivals = Arrivals::new(clock, t0, self.lro_floor[q]);
+        let mut newest = arrivals.floor;
+        let n = phy.poll_queue_stamped(q, want, |vnet, buf, stamp| {
+            if let Err(r) = portvnet::check(&vnet, &buf) {
+                refused.count(r);
+                return;
+            }
+            // Each segment's own arrival time, from the port's receive time when it has
+            // one: the engine's gaps and deadlines are the wire's, not the daemon's time
+            // off the CPU. Flush latency counts from `seen`. The frame stays in its ring
+            // slot (a lease) until it has been copied to the guest.
+            let seen = clock.ticks();
+            newest = newest.max(arrivals.at(stamp, seen));
+            l.set_wall(seen);
+            l.receive(buf, vnet, newest, &mut out);
+            merging += clock.ticks().wrapping_sub(seen);
+        });
+        self.lro_floor[q] = newest;
+        let t1 = clock.ticks();
+        // With frames still waiting in the queue (its share used up) the queue's time is its
+        // newest frame's: what is due later may yet be continued by the frames behind it.
+        let end = if n == want && arrivals.stamped() {
+            newest
+        } else {
+            t1
+        };
+        l.set_wall(t1);
+        l.end_poll(n, end, &mut out);
+        let t2 = clock.ticks();
+        let st = &mut self.stats.stages;
+        st.port_ticks += t1.wrapping_sub(t0).saturating_sub(merging);
+        st.aggregation_ticks += merging + t2.wrapping_sub(t1);
+        self.route_all(&mut out);
+        self.lro_out = out;
+        n
     }
 
     /// Routes what left the aggregation engine (from the physical port).

@@ -599,3 +599,60 @@ fn mode_and_policy_strings() {
     let d = Config::default();
     assert_eq!(d.max_flows, 32);
 }
+
+/// Two receive queues on two timelines, 1 ms apart (queue 0 hands over frames that waited
+/// behind a backlog): with an engine per queue, the adaptive policy holds each flow across its
+/// polls, its segments coming back within microseconds on its own queue's clock. One engine fed both queues in turn takes queue 1's
+/// times as queue 0's "now" and flushes queue 0's aggregate at every poll.
+#[test]
+fn adaptive_per_queue_engines_keep_their_timelines() {
+    use pvnet_dd::lro::Queues;
+    let cfg = Config {
+        policy: Policy::Adaptive,
+        max_flows: 32,
+        max_flows_per_dst: 32,
+        ticks_per_us: 1,
+        ..Config::default()
+    };
+    let polls = 6u32;
+    let run = |engines: usize| {
+        let mut q = Queues::new(cfg.clone(), engines);
+        let mut out = Vec::new();
+        for p in 0..polls {
+            for (qi, base, port) in [(0usize, 10_000u64, 40000u16), (1, 11_000, 40001)] {
+                let e = q.queue(qi.min(engines - 1));
+                for k in 0..4u32 {
+                    let i = p * 4 + k;
+                    let s = Seg::v4(1 + i * 1000, &[7; 1000]).with(|s| s.src_port = port);
+                    e.receive(s.build(), no_vnet(), base + u64::from(i) * 2, &mut out);
+                }
+                e.end_poll(4, base + u64::from(p * 4 + 3) * 2, &mut out);
+            }
+        }
+        q.flush_all(20_000, &mut out);
+        let st = q.stats();
+        assert_eq!(
+            st.segments_in,
+            u64::from(2 * polls * 4),
+            "every segment counted"
+        );
+        let flows = per_tuple(&out);
+        assert_eq!(flows.len(), 2);
+        for segs in flows.values() {
+            let seqs: Vec<u32> = segs.iter().map(|(s, _)| *s).collect();
+            assert_eq!(
+                seqs,
+                (0..polls * 4).map(|i| 1 + i * 1000).collect::<Vec<_>>()
+            );
+        }
+        (st.aggregates_out, st.flush_latency.count)
+    };
+    // Per flow: the first poll's four segments (no history yet), then one aggregate of the
+    // twenty after them.
+    assert_eq!(run(2), (4, 4), "two aggregates per flow");
+    let (aggs, _) = run(1);
+    assert!(
+        aggs >= 4 + 4,
+        "one engine for both cuts queue 0's flow: {aggs} aggregates"
+    );
+}

@@ -74,6 +74,7 @@
 //! all within [`HOLD_LIMIT_US`].
 
 mod agg;
+mod queues;
 mod rules;
 mod segment;
 mod stats;
@@ -90,6 +91,7 @@ use thiserror::Error;
 use crate::packet::{Buf, Packet};
 use agg::Agg;
 pub use agg::MAX_IP_PACKET;
+pub use queues::Queues;
 use rules::Seg;
 pub use rules::{FlushCounts, Reason};
 pub use segment::{segment, SegmentError};

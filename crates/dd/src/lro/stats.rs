@@ -73,6 +73,22 @@ impl Counters {
         }
     }
 
+    /// Adds `o`'s counts and latencies to these.
+    pub fn absorb(&mut self, o: &Counters) {
+        self.frames_in += o.frames_in;
+        self.segments_in += o.segments_in;
+        self.aggregates_out += o.aggregates_out;
+        self.gso_out += o.gso_out;
+        self.passthrough += o.passthrough;
+        self.evictions += o.evictions;
+        self.guest_flow_cap += o.guest_flow_cap;
+        for (a, b) in self.flush.iter_mut().zip(o.flush) {
+            *a += b;
+        }
+        // Both histograms resize themselves, so adding cannot fail on range.
+        let _ = self.latency.add(&o.latency);
+    }
+
     pub fn count(&mut self, r: Reason) {
         self.flush[r as usize] += 1;
     }
