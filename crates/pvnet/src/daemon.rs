@@ -601,6 +601,7 @@ impl Daemon {
             frame_size,
             v3: (self.cfg.port_ring == crate::config::PortRing::V3)
                 .then(|| crate::config::v3_blocks(self.cfg.v3_block_kib)),
+            queues: self.cfg.port_queues,
             ..PnicConfig::new(self.testbed.dd_if.clone())
         };
         let pnic = if self.cfg.port_frames {
@@ -964,10 +965,10 @@ impl Daemon {
             self.dp.stats.pnic_ring_wakeups += 1;
             return Ok((epoll_wait(&self.ep, events, 0)?, true));
         }
-        let mut fds = [
-            PollFd::new(self.ep.0.as_fd(), PollFlags::POLLIN),
-            PollFd::new(pnic.rx_fd(), PollFlags::POLLIN),
-        ];
+        // The epoll descriptor, then every receive queue of the port.
+        let mut fds = Vec::with_capacity(1 + pvnet_pnic::MAX_QUEUES as usize);
+        fds.push(PollFd::new(self.ep.0.as_fd(), PollFlags::POLLIN));
+        fds.extend(pnic.rx_fds().map(|fd| PollFd::new(fd, PollFlags::POLLIN)));
         match poll(
             &mut fds,
             PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
@@ -976,7 +977,7 @@ impl Daemon {
             Err(e) => return Err(e.into()),
         }
         let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
-        let (ep_ready, pnic_ready) = (ready(&fds[0]), ready(&fds[1]));
+        let (ep_ready, pnic_ready) = (ready(&fds[0]), fds[1..].iter().any(ready));
         self.dp.stats.pnic_woken += u64::from(pnic_ready);
         let n = if ep_ready {
             epoll_wait(&self.ep, events, 0)?
@@ -1687,6 +1688,10 @@ impl Daemon {
                 "tx_frames": s.tx_frames, "tx_bytes": s.tx_bytes, "tx_would_block": s.tx_would_block,
                 "tx_errors": s.tx_errors, "kernel_packets": s.tp_packets, "kernel_drops": s.tp_drops,
                 "ring": if p.blocks().is_some() { "v3" } else { "v2" },
+                "queues": p.queue_count(),
+                "rx_queues": p.queue_stats().iter().map(|q| json!({
+                    "frames": q.frames, "kernel_drops": q.drops,
+                })).collect::<Vec<_>>(),
                 "ring_blocks": p.blocks().map(|b| b.block_nr),
                 "ring_block_size": p.blocks().map(|b| b.block_size),
                 "rx_blocks": s.rx_blocks, "rx_bad_blocks": s.rx_bad_blocks,

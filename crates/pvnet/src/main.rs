@@ -66,6 +66,13 @@ enum Cmd {
         /// every two after that (16384 at 8 guests); 1024 with --port-gro.
         #[arg(long)]
         ring_frames: Option<u32>,
+        /// Receive queues of the physical port, 1 to 16: the kernel sorts frames into them by
+        /// destination MAC address (a guest's own queue, as with VMDq), the ring's slots are
+        /// split between them, and each poll serves them in turn, so that a guest whose
+        /// sender keeps more in flight gets no more of the driver domain than the others.
+        /// Default one per guest; 1 with --port-frames, --grant flip or --port-ring v3.
+        #[arg(long)]
+        port_queues: Option<u32>,
         /// MTU of the wire, the physical port, the driver domain's stack and the guests'
         /// interfaces, 1280 to 65535 (a TAP takes at most 65521: the PV modes stop there).
         /// The packet ring's slots, and what netback accepts from a guest, follow it.
@@ -600,6 +607,7 @@ fn run(cli: Cli) -> Result<()> {
             id,
             budget,
             ring_frames,
+            port_queues,
             mtu,
             attach,
             foreground,
@@ -655,6 +663,10 @@ fn run(cli: Cli) -> Result<()> {
             if mode == Mode::Linux && switch != pvnet_dd::switch::Mode::Bridge {
                 bail!("--switch needs the driver domain (--mode xen or relay)");
             }
+            let port_queues = match port_queues {
+                Some(n) => config::check_port_queues(n, port_frames, port_ring)?,
+                None => config::default_port_queues(guests + attach + hvm, port_frames, port_ring),
+            };
             let rules = rules.as_deref().map(read_rules).transpose()?;
             let v3_block_kib = port_ring_block_kib
                 .map(|k| config::check_v3_block_kib(k, port_ring))
@@ -680,6 +692,7 @@ fn run(cli: Cli) -> Result<()> {
                 guest_gro,
                 ring_frames,
                 port_ring,
+                port_queues,
                 v3_block_kib,
                 switch,
                 rules,

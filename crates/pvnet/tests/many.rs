@@ -39,8 +39,16 @@ fn eight_guests_each_receive_a_verified_stream_at_once() {
         assert_eq!(v["state"], "connected", "{v}");
         assert!(u(&v["netback"]["rx_bytes"]) >= bytes, "{v}");
     }
-    // The port's ring grows with the guests it serves: 4096 slots per two.
+    // The port's ring grows with the guests it serves: 4096 slots per two, split between a
+    // receive queue per guest, and every guest's stream came through its own queue: each
+    // queue took at least its guest's stream in frames (1448 bytes of payload at most each).
     assert_eq!(u(&st["pnic"]["ring_frames"]), 16384, "{}", st["pnic"]);
+    assert_eq!(u(&st["pnic"]["queues"]), 8, "{}", st["pnic"]);
+    let queues = st["pnic"]["rx_queues"].as_array().unwrap();
+    assert_eq!(queues.len(), 8);
+    for q in queues {
+        assert!(u(&q["frames"]) >= bytes / 1448, "{q}");
+    }
 }
 
 #[test]

@@ -432,6 +432,19 @@ pub fn ring_frames_for(cfg: &DaemonConfig, asked: Option<u32>) -> u32 {
     }
 }
 
+/// Receive queues of the physical port for `cfg`, the bench having been asked for `asked`
+/// (`--port-queues`): what `pvnet up` gives `cfg`'s guests when not asked
+/// ([`crate::config::default_port_queues`]); one on the frame port and on a V3 ring, which
+/// have one, whatever was asked.
+pub fn port_queues_for(cfg: &DaemonConfig, asked: Option<u32>) -> u32 {
+    let single = cfg.port_frames || cfg.port_ring == crate::config::PortRing::V3;
+    match asked {
+        _ if single => 1,
+        Some(n) => n,
+        None => crate::config::default_port_queues(cfg.testbed_guests(), false, cfg.port_ring),
+    }
+}
+
 /// Parses `--configs`: comma-separated, duplicates dropped, order kept.
 pub fn parse(s: &str) -> Result<Vec<String>> {
     let mut out = Vec::new();
@@ -642,6 +655,17 @@ mod tests {
             ring_frames_for(&c("port-gro/g8"), None),
             pvnet_pnic::GRO_FRAME_NR
         );
+        // Receive queues: one per guest unless asked; one on a port that has one.
+        assert_eq!(port_queues_for(&c("xen"), None), 1);
+        assert_eq!(port_queues_for(&c("adaptive/g8"), None), 8);
+        assert_eq!(port_queues_for(&c("relay/g4"), None), 4);
+        assert_eq!(port_queues_for(&c("xen/g8"), Some(1)), 1);
+        assert_eq!(port_queues_for(&c("xen/g2"), Some(4)), 4);
+        assert_eq!(port_queues_for(&c("port-gro-v3/g8"), None), 1);
+        assert_eq!(port_queues_for(&c("port-gro-v3/g8"), Some(8)), 1);
+        let flip = c("flip/g2");
+        assert!(flip.port_frames);
+        assert_eq!(port_queues_for(&flip, Some(2)), 1);
     }
 
     #[test]

@@ -44,6 +44,9 @@ pub struct Params {
     /// Slots of the physical port's packet ring (PV configurations; `--ring-frames`), or
     /// None for each configuration's default ([`crate::config::default_ring_frames`]).
     pub ring_frames: Option<u32>,
+    /// Receive queues of the physical port (PV configurations; `--port-queues`), or None for
+    /// each configuration's default ([`crate::config::default_port_queues`]).
+    pub port_queues: Option<u32>,
     /// Frames per poll of the physical port (PV configurations).
     pub budget: usize,
     /// MTU of the wire and every interface on the path (`--mtu`).
@@ -229,6 +232,7 @@ pub fn run_one(
     let base_cfg = configs::daemon_config(config)?;
     let cfg = DaemonConfig {
         ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
+        port_queues: configs::port_queues_for(&base_cfg, p.port_queues),
         budget: p.budget,
         mtu: p.mtu,
         guest_cgroups: p.guest_cgroups.unwrap_or(base_cfg.guest_cgroups),

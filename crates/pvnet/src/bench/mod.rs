@@ -141,6 +141,11 @@ pub struct BenchArgs {
     /// for every two after that; 1024 with port GRO).
     #[arg(long)]
     pub ring_frames: Option<u32>,
+    /// Receive queues of the physical port in the PV configurations (1 to 16), as `pvnet up
+    /// --port-queues`: 1 puts every guest's frames in one first-in first-out ring. Default:
+    /// `up`'s, one per guest (1 on the frame port and with a V3 ring).
+    #[arg(long)]
+    pub port_queues: Option<u32>,
     /// Frames per poll of the physical port (NAPI budget) in the PV configurations (1 to 512),
     /// as `pvnet up --budget`. Smaller polls aggregate less per poll, as in Nakanjima and Oi's measurements, where
     /// `lro` made 2.55 segments per aggregate.
@@ -335,6 +340,7 @@ fn run_scenario(sc: scenario::Scenario, args: &BenchArgs) -> Result<()> {
             .ring_frames
             .map(crate::config::check_ring_frames)
             .transpose()?,
+        port_queues: check_port_queues(args.port_queues)?,
         budget: crate::config::check_budget(args.budget)?,
         mtu: crate::config::check_mtu(args.mtu)?,
     };
@@ -427,6 +433,7 @@ fn record_plan(args: &BenchArgs) -> Result<(records::RecordPlan, measure::Params
             .ring_frames
             .map(crate::config::check_ring_frames)
             .transpose()?,
+        port_queues: check_port_queues(args.port_queues)?,
         budget: crate::config::check_budget(args.budget)?,
         mtu: crate::config::check_mtu(args.mtu)?,
         placement: measure::GuestPlacement::Same,
@@ -656,6 +663,7 @@ impl Plan {
             .ring_frames
             .map(crate::config::check_ring_frames)
             .transpose()?;
+        let port_queues = check_port_queues(args.port_queues)?;
         let budget = crate::config::check_budget(args.budget)?;
         let mtu = crate::config::check_mtu(args.mtu)?;
         let placement = match args.placement.as_deref() {
@@ -698,6 +706,7 @@ impl Plan {
                 tool: args.tool,
                 tsc_hz: pvnet_perf::cpu::tsc_hz(),
                 ring_frames,
+                port_queues,
                 budget,
                 mtu,
                 placement,
@@ -775,6 +784,13 @@ impl Plan {
 /// For each configuration that runs with one guest and with more (a guest sweep), the one
 /// with the most guests: what the one-testbed comparison runs. Streams into guests only (not
 /// `@tx`), and neither HVM nor guest-to-guest configurations.
+/// Checks a `--port-queues` value (bounds only: a configuration on a port with one queue
+/// gets one, [`configs::port_queues_for`]).
+fn check_port_queues(n: Option<u32>) -> Result<Option<u32>> {
+    n.map(|n| crate::config::check_port_queues(n, false, crate::config::PortRing::V2))
+        .transpose()
+}
+
 fn scaling_configs(configs: &[String]) -> Vec<String> {
     let mut best: Vec<(String, usize, String)> = Vec::new();
     for c in configs {

@@ -78,6 +78,7 @@ pub fn results_json(run: &Run) -> Value {
             "rr_seconds": p.measure.rr_seconds,
             "msg_size": p.measure.msg_size,
             "ring_frames": p.measure.ring_frames,
+            "port_queues": p.measure.port_queues,
             "budget": p.measure.budget,
             "mtu": p.measure.mtu,
             "ring_frame_size": pvnet_pnic::frame_size_for_mtu(p.measure.mtu),

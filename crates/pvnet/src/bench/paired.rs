@@ -154,6 +154,7 @@ pub fn run(
     let base_cfg = configs::daemon_config(base)?;
     let cfg = DaemonConfig {
         ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
+        port_queues: configs::port_queues_for(&base_cfg, p.port_queues),
         budget: p.budget,
         mtu: p.mtu,
         ..base_cfg

@@ -345,6 +345,7 @@ pub fn run_one_testbed(
     let base_cfg = configs::daemon_config(config)?;
     let cfg = DaemonConfig {
         ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
+        port_queues: configs::port_queues_for(&base_cfg, p.port_queues),
         budget: p.budget,
         mtu: p.mtu,
         guest_cgroups: p.guest_cgroups.unwrap_or(base_cfg.guest_cgroups),

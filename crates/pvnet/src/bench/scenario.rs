@@ -166,6 +166,7 @@ pub struct Params {
     pub rr_seconds: f64,
     pub msg_size: usize,
     pub ring_frames: Option<u32>,
+    pub port_queues: Option<u32>,
     pub budget: usize,
     pub mtu: u32,
 }
@@ -282,6 +283,7 @@ fn run_one(config: &str, rep: usize, p: &Params, progress: &Progress) -> Result<
     let base_cfg = configs::daemon_config(&two)?;
     let cfg = DaemonConfig {
         ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
+        port_queues: configs::port_queues_for(&base_cfg, p.port_queues),
         budget: p.budget,
         mtu: p.mtu,
         ..base_cfg
@@ -825,6 +827,7 @@ mod tests {
                 rr_seconds: 1.0,
                 msg_size: 1,
                 ring_frames: None,
+                port_queues: None,
                 budget: 1,
                 mtu: 1500,
             },
