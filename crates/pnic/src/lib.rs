@@ -614,6 +614,17 @@ fn open_queue(cfg: &PnicConfig, geo: Geometry, ifindex: u32) -> Result<RxQueue, 
     })
 }
 
+/// A ring's frame handed on as a stamped poll hands it: header, kept bytes ([`RxFrame::take`])
+/// and receive time. A truncated frame is not handed on (the port counted it).
+fn stamped(f: &mut impl FnMut(VirtioNetHdr, Buf, Option<u64>)) -> impl FnMut(RxFrame<'_>) + '_ {
+    move |fr| {
+        if !fr.truncated {
+            let (vnet, stamp) = (fr.vnet, fr.stamp_ns);
+            f(vnet, fr.take(), Some(stamp));
+        }
+    }
+}
+
 /// Shares one poll's `budget` between `queues` receive queues: in rounds, each queue in turn
 /// is asked (`poll(queue, at most)`) for at most an equal share (`budget` ÷ `queues`, at least
 /// 1), until the budget is used or a round took nothing. The queue asked first moves on by one
@@ -901,12 +912,7 @@ impl Pnic {
         mut f: impl FnMut(VirtioNetHdr, Buf, Option<u64>),
     ) -> usize {
         if self.frx.is_none() {
-            return self.poll(budget, |fr| {
-                if !fr.truncated {
-                    let (vnet, stamp) = (fr.vnet, fr.stamp_ns);
-                    f(vnet, fr.take(), Some(stamp));
-                }
-            });
+            return self.poll(budget, stamped(&mut f));
         }
         let mut f = |vnet, buf| f(vnet, buf, None);
         let mut handed = 0;
@@ -1181,12 +1187,7 @@ impl Pnic {
         if self.frx.is_some() {
             return self.poll_stamped(budget, f);
         }
-        self.poll_queue(q, budget, &mut |fr: RxFrame<'_>| {
-            if !fr.truncated {
-                let (vnet, stamp) = (fr.vnet, fr.stamp_ns);
-                f(vnet, fr.take(), Some(stamp));
-            }
-        })
+        self.poll_queue(q, budget, &mut stamped(&mut f))
     }
 
     /// [`Pnic::poll`] of queue `qi` alone.
