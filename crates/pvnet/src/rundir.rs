@@ -71,6 +71,41 @@ pub fn list_runs() -> Vec<String> {
     v
 }
 
+/// A run directory without `info.json` counts as a run starting up for this long; older, it
+/// is what a daemon that never got ready left behind.
+pub const STARTING_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Ids of the runs that are up: a run directory whose `info.json` names a live daemon, or one
+/// still starting (no `info.json` yet, made less than [`STARTING_GRACE`] ago). Directories
+/// left behind (`pvnet down --all` removes them) do not count: the bench's warning that other
+/// runs share the CPUs must not come from a directory with nothing running in it.
+pub fn live_runs() -> Vec<String> {
+    live_runs_in(Path::new(RUN_ROOT), std::time::SystemTime::now())
+}
+
+fn live_runs_in(root: &Path, now: std::time::SystemTime) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(root)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.path().is_dir() && run_is_live(&e.path(), now))
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn run_is_live(dir: &Path, now: std::time::SystemTime) -> bool {
+    match std::fs::read_to_string(dir.join("info.json")) {
+        Ok(s) => serde_json::from_str::<RunInfo>(&s).is_ok_and(|i| pid_alive(i.pid)),
+        Err(_) => std::fs::metadata(dir)
+            .and_then(|m| m.modified())
+            .map(|t| now.duration_since(t).unwrap_or_default() < STARTING_GRACE)
+            .unwrap_or(false),
+    }
+}
+
 /// The run a command means: the given id, or the only run there is.
 pub fn pick_run(id: Option<&str>) -> Result<String> {
     if let Some(id) = id {
@@ -128,6 +163,61 @@ fn running(stat: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Live: a daemon that answers, or a run still starting. Not: a dead daemon's directory,
+    /// or one without `info.json` older than the grace.
+    #[test]
+    fn only_live_or_starting_runs_count_as_up() {
+        let root = std::env::temp_dir().join(format!("pvnet-rundir-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let info = |pid: i32| RunInfo {
+            id: String::new(),
+            pid,
+            mode: "xen".into(),
+            remote_ns: String::new(),
+            dd_ns: String::new(),
+            guest_ns: Vec::new(),
+            remote_addr: String::new(),
+            dd_addr: String::new(),
+            guest_addrs: Vec::new(),
+            pnic_if: String::new(),
+            guest_pids: Vec::new(),
+            guest_napi_pids: Vec::new(),
+            guest_cgroups: Vec::new(),
+            attach: Vec::new(),
+        };
+        // A process that has exited and been reaped: its pid names nothing (or, reused, a
+        // process that is not this test's; either way not ours to count on, so take one
+        // that is surely gone: a child waited for).
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id() as i32;
+        child.wait().unwrap();
+        for (id, content) in [
+            ("alive", Some(info(std::process::id() as i32))),
+            ("dead", Some(info(dead))),
+            ("starting", None),
+        ] {
+            let d = root.join(id);
+            std::fs::create_dir_all(&d).unwrap();
+            if let Some(i) = content {
+                std::fs::write(d.join("info.json"), serde_json::to_string(&i).unwrap()).unwrap();
+            }
+        }
+        let now = std::time::SystemTime::now();
+        let live = live_runs_in(&root, now);
+        assert!(live.contains(&"alive".to_string()) && live.contains(&"starting".to_string()));
+        if !pid_alive(dead) {
+            assert!(!live.contains(&"dead".to_string()), "{live:?}");
+        }
+        // A minute on, the directory without info.json is what a failed start left.
+        let later = live_runs_in(
+            &root,
+            now + STARTING_GRACE + std::time::Duration::from_secs(1),
+        );
+        assert!(!later.contains(&"starting".to_string()), "{later:?}");
+        assert!(later.contains(&"alive".to_string()));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn zombies_and_exiting_processes_are_not_running() {

@@ -683,7 +683,7 @@ pub fn rr_client(
 
 /// Records the other pvnet runs that are up besides `own`.
 fn note_others(s: &mut Sample, own: &str) {
-    for id in crate::rundir::list_runs() {
+    for id in crate::rundir::live_runs() {
         if id != own && !s.concurrent_runs.contains(&id) {
             s.concurrent_runs.push(id);
         }

@@ -288,7 +288,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
     interrupt::install()?;
     let (out, started) = output::out_dir(args.out.as_deref(), "bench-out", "")?;
     let (started_utc, started_unix) = (started.utc, started.unix);
-    let others = crate::rundir::list_runs();
+    let others = crate::rundir::live_runs();
     if !others.is_empty() {
         eprintln!(
             "pvnet bench: warning: other pvnet runs are up ({}): their traffic and CPU use would skew the figures (`pvnet down --all`)",
@@ -356,7 +356,7 @@ fn run_scenario(sc: scenario::Scenario, args: &BenchArgs) -> Result<()> {
     preflight(&configs, Tool::Builtin)?;
     interrupt::install()?;
     let (out, _) = output::out_dir(args.out.as_deref(), "bench-out", "")?;
-    let others = crate::rundir::list_runs();
+    let others = crate::rundir::live_runs();
     if !others.is_empty() {
         eprintln!(
             "pvnet bench: warning: other pvnet runs are up ({}): their traffic and CPU use skew the figures",

@@ -334,7 +334,7 @@ pub fn run(args: &BenchArgs, out: &Path) -> Result<()> {
         vec![(seconds + 0.5) * (sizes.len() * reps) as f64 + 3.0; placements.len() * mechs.len()];
     let progress = Progress::new(planned);
     let t0 = Instant::now();
-    let others = crate::rundir::list_runs();
+    let others = crate::rundir::live_runs();
     let mut points = Vec::new();
     for &pl in &placements {
         for &m in &mechs {
