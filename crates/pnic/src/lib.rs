@@ -691,6 +691,7 @@ fn join_fanout(queues: &[RxQueue]) -> Result<(), PnicError> {
     }
     let id = (arg as u32) & 0xffff;
     let prog = mac_queue_filter();
+    // `fprog` points into `prog`, which outlives the call; the kernel copies the program.
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
         filter: prog.as_ptr().cast_mut(),

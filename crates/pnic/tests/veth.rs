@@ -1085,4 +1085,26 @@ fn queues_sort_by_destination_and_share_a_poll() {
         p.stats().rx_frames,
         qs.iter().map(|q| q.frames).sum::<u64>()
     );
+    // What the port sends stays out of every queue (the group ignores outgoing frames), to
+    // any of the four queues' addresses, and reaches the peer.
+    let none = VirtioNetHdr::default();
+    for (i, last) in (0x10u8..0x14).enumerate() {
+        p.send(
+            &none,
+            &[&test_frame(dst(last), MAC_A, 5000 + i as u32, 200)],
+        )
+        .unwrap();
+    }
+    let mut back = 0;
+    let end = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < end {
+        p.poll(64, |f| back += usize::from(test_seq(f.data()).is_some()));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(back, 0, "own frames read back");
+    let mut at_peer = 0;
+    while let Some(f) = s.recv(200) {
+        at_peer += usize::from(test_seq(&f).is_some_and(|q| (5000..5004).contains(&q)));
+    }
+    assert_eq!(at_peer, 4);
 }

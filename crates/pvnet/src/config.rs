@@ -306,11 +306,11 @@ pub fn check_ring_frames(n: u32) -> Result<u32> {
 ///
 /// With one queue for all, the port's ring is a single first-in first-out queue in front of
 /// the driver domain, and while the driver domain is the bottleneck the guests' TCP senders
-/// share it as their congestion control lets them: at 8 guests under `adaptive`, BBR senders
-/// whose minimum-RTT estimate was taken behind a standing queue got 2 to 3 times the window
-/// of the others, and 4-second streams ranged from 383 to 956 Mbit/s (Jain's index 0.86).
-/// A queue per guest, served in turn, gives each guest the same share of every poll
-/// (docs/consolidation.md, "A receive queue per guest").
+/// share it as their congestion control lets them: at 8 guests under `adaptive`, the BBR
+/// sender whose minimum-RTT estimate was taken behind the standing queue had about three
+/// times the median window, and the slowest and fastest guests' 4-second streams made 383
+/// and 956 Mbit/s in the median (Jain's index 0.86). A queue per guest, served in turn,
+/// gives each guest the same share of every poll (docs/port-queues.md).
 pub fn default_port_queues(guests: usize, port_frames: bool, ring: PortRing) -> u32 {
     if port_frames || ring == PortRing::V3 {
         return 1;
