@@ -429,6 +429,21 @@ impl std::fmt::Debug for Pnic {
     }
 }
 
+impl Drop for Pnic {
+    /// Closes several receive queues at once (see [`Pnic::open`]): each close waits for the
+    /// kernel's grace period on its own.
+    fn drop(&mut self) {
+        if self.queues.len() > 1 {
+            let queues = std::mem::take(&mut self.queues);
+            std::thread::scope(|s| {
+                for q in queues {
+                    s.spawn(move || drop(q));
+                }
+            });
+        }
+    }
+}
+
 fn last_err() -> io::Error {
     io::Error::last_os_error()
 }
@@ -781,10 +796,19 @@ impl Pnic {
         } else {
             geo
         };
-        let mut queues = Vec::with_capacity(cfg.queues as usize);
-        for _ in 0..cfg.queues {
-            queues.push(open_queue(cfg, qgeo, ifindex)?);
-        }
+        // Each packet socket costs the kernel an RCU grace period or two to bind and to close
+        // (about 10 ms each on a VM): several queues are opened, and closed (`Drop`), at once,
+        // so a restart of the driver domain waits for about one, not one per queue. A new
+        // thread starts in the calling thread's network namespace.
+        let queues = std::thread::scope(|s| {
+            let opening: Vec<_> = (0..cfg.queues)
+                .map(|_| s.spawn(move || open_queue(cfg, qgeo, ifindex)))
+                .collect();
+            opening
+                .into_iter()
+                .map(|h| h.join().expect("opening a receive queue panicked"))
+                .collect::<Result<Vec<RxQueue>, PnicError>>()
+        })?;
         if queues.len() > 1 {
             join_fanout(&queues)?;
         }
