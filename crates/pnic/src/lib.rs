@@ -373,6 +373,14 @@ enum Rx {
 }
 
 impl Rx {
+    /// Slots (V2) or the kernel's frame count (V3, `tp_frame_nr`).
+    fn frame_nr(&self) -> u32 {
+        match self {
+            Rx::V2(r) => r.geometry().frame_nr,
+            Rx::V3(r) => r.geometry().as_req().tp_frame_nr,
+        }
+    }
+
     fn leases(&self) -> u32 {
         match self {
             Rx::V2(r) => r.leases(),
@@ -1090,13 +1098,7 @@ impl Pnic {
     /// V3: the kernel's frame count (its `tp_frame_nr`, 2 KiB a frame).
     /// With several queues, the slots of all of them.
     pub fn frame_nr(&self) -> u32 {
-        self.queues
-            .iter()
-            .map(|q| match &q.ring {
-                Rx::V2(r) => r.geometry().frame_nr,
-                Rx::V3(r) => r.geometry().as_req().tp_frame_nr,
-            })
-            .sum()
+        self.queues.iter().map(|q| q.ring.frame_nr()).sum()
     }
 
     /// Bytes per slot; V3: the longest frame a block takes whole.
@@ -1219,10 +1221,7 @@ impl Pnic {
     fn poll_queue(&mut self, qi: usize, budget: usize, f: &mut impl FnMut(RxFrame<'_>)) -> usize {
         let mut handed = 0;
         let q = &mut self.queues[qi];
-        let mut bad_left = match &q.ring {
-            Rx::V2(r) => r.geometry().frame_nr,
-            Rx::V3(r) => r.geometry().as_req().tp_frame_nr,
-        } as usize;
+        let mut bad_left = q.ring.frame_nr() as usize;
         let st = &mut self.rx_stats;
         let (counts, lease_cap) = (&self.lease_counts, q.lease_cap);
         while handed < budget {

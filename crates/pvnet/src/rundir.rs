@@ -59,10 +59,15 @@ pub fn read_info(id: &str) -> Result<RunInfo> {
 
 /// Ids of the runs that have a run directory.
 pub fn list_runs() -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(RUN_ROOT)
+    runs_in(Path::new(RUN_ROOT), |_| true)
+}
+
+/// Ids of the run directories under `root` that `keep` accepts, sorted.
+fn runs_in(root: &Path, keep: impl Fn(&Path) -> bool) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(root)
         .map(|d| {
             d.filter_map(|e| e.ok())
-                .filter(|e| e.path().is_dir())
+                .filter(|e| e.path().is_dir() && keep(&e.path()))
                 .filter_map(|e| e.file_name().into_string().ok())
                 .collect()
         })
@@ -84,16 +89,7 @@ pub fn live_runs() -> Vec<String> {
 }
 
 fn live_runs_in(root: &Path, now: std::time::SystemTime) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(root)
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| e.path().is_dir() && run_is_live(&e.path(), now))
-                .filter_map(|e| e.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+    runs_in(root, |dir| run_is_live(dir, now))
 }
 
 fn run_is_live(dir: &Path, now: std::time::SystemTime) -> bool {

@@ -437,12 +437,10 @@ pub fn ring_frames_for(cfg: &DaemonConfig, asked: Option<u32>) -> u32 {
 /// ([`crate::config::default_port_queues`]); one on the frame port and on a V3 ring, which
 /// have one, whatever was asked.
 pub fn port_queues_for(cfg: &DaemonConfig, asked: Option<u32>) -> u32 {
-    let single = cfg.port_frames || cfg.port_ring == crate::config::PortRing::V3;
-    match asked {
-        _ if single => 1,
-        Some(n) => n,
-        None => crate::config::default_port_queues(cfg.testbed_guests(), false, cfg.port_ring),
-    }
+    let (frames, ring) = (cfg.port_frames, cfg.port_ring);
+    asked
+        .and_then(|n| crate::config::check_port_queues(n, frames, ring).ok())
+        .unwrap_or_else(|| crate::config::default_port_queues(cfg.testbed_guests(), frames, ring))
 }
 
 /// Parses `--configs`: comma-separated, duplicates dropped, order kept.
