@@ -53,6 +53,8 @@ const POLL_STEP: Duration = Duration::from_millis(25);
 
 /// `PF_KTHREAD` in the flags of `/proc/PID/stat` (Linux `include/linux/sched.h`).
 const PF_KTHREAD: u64 = 0x0020_0000;
+/// `PF_EXITING` in the same flags.
+const PF_EXITING: u64 = 0x4;
 
 /// A process found in a target namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,6 +65,9 @@ pub struct NsProcess {
     pub comm: String,
     /// The inode of the namespace it is in.
     pub netns: u64,
+    /// Already exiting (`PF_EXITING`): a process killed a moment ago, still releasing its
+    /// memory, keeps its namespace until then.
+    pub exiting: bool,
 }
 
 /// A process that [`end_processes_in`] ended.
@@ -229,6 +234,7 @@ pub fn processes_in(inodes: &[u64]) -> Result<Vec<NsProcess>> {
             ppid,
             comm,
             netns: ns,
+            exiting: flags & PF_EXITING != 0,
         });
     }
     out.sort_by_key(|p| p.pid);
@@ -285,6 +291,9 @@ struct Tracked {
     proc: NsProcess,
     fd: OwnedFd,
     signal: Signal,
+    /// Found already exiting: waited for, never signalled, not reported as ended (whoever
+    /// killed it did, such as a daemon's guest dying with it).
+    dying: bool,
 }
 
 /// Ends every process in the network namespaces `namespaces` (inode, name for the report):
@@ -315,6 +324,9 @@ pub fn end_processes_in(
     let protected = ancestors();
     let mut live: BTreeMap<i32, Tracked> = BTreeMap::new();
     let retire = |t: Tracked, report: &mut EndReport| {
+        if t.dying {
+            return;
+        }
         report.ended.push(Ended {
             pid: t.proc.pid,
             comm: t.proc.comm.clone(),
@@ -346,7 +358,7 @@ pub fn end_processes_in(
         }
         // Past the grace period, what was told politely is told firmly.
         if sig == Signal::SIGKILL {
-            for t in live.values_mut() {
+            for t in live.values_mut().filter(|t| !t.dying) {
                 if t.signal != Signal::SIGKILL && pidfd_signal(t.fd.as_fd(), Some(sig))? {
                     t.signal = sig;
                     // It may have exec'd since it was found (a shell's fork becoming a command).
@@ -376,7 +388,8 @@ pub fn end_processes_in(
             if netns_of(p.pid) != Some(p.netns) {
                 continue;
             }
-            if pidfd_signal(fd.as_fd(), Some(sig))? {
+            let dying = p.exiting;
+            if dying || pidfd_signal(fd.as_fd(), Some(sig))? {
                 found_new = true;
                 live.insert(
                     p.pid,
@@ -384,6 +397,7 @@ pub fn end_processes_in(
                         proc: p,
                         fd,
                         signal: sig,
+                        dying,
                     },
                 );
             }
