@@ -87,6 +87,18 @@ pub trait Phy {
         debug_assert_eq!(q, 0);
         self.poll_stamped(budget, rx)
     }
+    /// The receive queue a frame for destination `mac` lands in (the port's choice).
+    fn queue_of(&self, _mac: &[u8; 6]) -> usize {
+        0
+    }
+    /// Stops serving the receive queues whose bits are set in `mask` and serves the others
+    /// ([`pvnet_pnic::Pnic::pause_queues`]): the polls skip them and so does
+    /// [`Phy::rx_ready`]. A port with one queue ignores it: the data path stops polling instead.
+    fn pause_queues(&mut self, _mask: u32) {}
+    /// The queues [`Phy::pause_queues`] stopped.
+    fn paused_queues(&self) -> u32 {
+        0
+    }
     /// Sends one frame made of `pieces`; false when the port refused it.
     fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> bool;
     /// Whether a poll would find a frame now (no system call).
@@ -129,6 +141,18 @@ impl Phy for Pnic {
         rx: impl FnMut(VirtioNetHdr, Buf, Option<u64>),
     ) -> usize {
         Pnic::poll_queue_stamped(self, q, budget, rx)
+    }
+
+    fn queue_of(&self, mac: &[u8; 6]) -> usize {
+        Pnic::queue_of(self, mac)
+    }
+
+    fn pause_queues(&mut self, mask: u32) {
+        Pnic::pause_queues(self, mask)
+    }
+
+    fn paused_queues(&self) -> u32 {
+        Pnic::paused_queues(self)
     }
 
     fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> bool {
@@ -259,6 +283,9 @@ pub struct PathStats {
     /// Guests that held the port back without taking packets and are then not waited for
     /// a while ([`crate::gate`]): their packets are dropped (`rx_queue_full`).
     pub pnic_stalls: u64,
+    /// Polls that skipped the receive queues of guests whose queue was nearly full while
+    /// serving the others (a receive queue per guest: only those guests wait).
+    pub pnic_queues_paused: u64,
     /// Waits that found frames in the port's ring and did not sleep, and sleeps in which the
     /// port woke the daemon (counted by the daemon, which sleeps).
     pub pnic_ring_wakeups: u64,
@@ -377,6 +404,8 @@ pub struct StageTimes {
 
 struct Vif {
     netback: Netback,
+    /// Its MAC: which of the port's receive queues carries its frames.
+    mac: [u8; 6],
     /// Packets were queued for the guest since the last flush.
     dirty: bool,
     /// The last TX poll stopped at its budget with requests left on the ring. The frontend
@@ -626,6 +655,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             dom,
             Vif {
                 netback,
+                mac,
                 dirty: false,
                 tx_more: false,
                 events: VifEvents::default(),
@@ -840,7 +870,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     /// holds it back, ages the bridge's table now and then.
     pub fn end_pass(&mut self) {
         self.lro_expire();
-        if !self.watched && !self.must_wait() {
+        if (!self.watched || self.queues_paused()) && !self.must_wait() {
             self.watched = true;
         }
         if self.now.saturating_sub(self.aged_at) >= AGE_EVERY_NS {
@@ -852,6 +882,16 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     /// Whether the daemon waits for the physical port (no while guests' queues are full).
     pub fn phy_watched(&self) -> bool {
         self.phy.is_some() && self.watched
+    }
+
+    /// Whether back-pressure holds some of the port back: the whole port is not watched, or
+    /// some of its receive queues are paused. The daemon then wakes in time to end a stall.
+    pub fn phy_held(&self) -> bool {
+        self.phy.is_some() && (!self.watched || self.queues_paused())
+    }
+
+    fn queues_paused(&self) -> bool {
+        self.phy.as_ref().is_some_and(|p| p.paused_queues() != 0)
     }
 
     /// Whether some vif must be polled again without waiting for an event.
@@ -899,11 +939,15 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         n
     }
 
-    /// Whether the port must wait for a guest whose queue cannot take another poll's worth
-    /// of frames, by its packet cap or its memory cap (see [`crate::gate`] for how long).
+    /// Back-pressure ([`crate::gate`]): whether the port must wait for a guest whose queue
+    /// cannot take another poll's worth of frames, by its packet cap or its memory cap. With
+    /// several receive queues only the queues of the guests waited for are paused
+    /// ([`Phy::pause_queues`]) and the port waits only when that is every queue; with one, any
+    /// guest waited for stops the port.
     fn must_wait(&mut self) -> bool {
         let budget = self.cfg.budget;
-        let loads = self.vifs.iter().map(|(&dom, v)| GuestLoad {
+        let (vifs, phy) = (&self.vifs, self.phy.as_ref());
+        let loads = vifs.iter().map(|(&dom, v)| GuestLoad {
             dom,
             // A poll hands a guest at most `budget` frames of at most its MTU each.
             full: !v
@@ -912,14 +956,26 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             taken: v.netback.stats.rx_packets,
             progress: v.netback.rx_queue_limit() as u64,
         });
-        match self.gate.check(self.now, loads) {
-            Gate::Wait => true,
-            Gate::Poll => false,
-            Gate::Stalled => {
-                self.stats.pnic_stalls += 1;
-                false
-            }
+        let mut paused = 0u32;
+        let stalls = self.gate.stalls();
+        let gate = self.gate.check_each(self.now, loads, |dom| {
+            let q = match (phy, vifs.get(&dom)) {
+                (Some(p), Some(v)) => p.queue_of(&v.mac),
+                _ => 0,
+            };
+            paused |= 1 << q.min(31);
+        });
+        self.stats.pnic_stalls += self.gate.stalls() - stalls;
+        let queues = phy.map_or(1, P::queues).clamp(1, 32);
+        let all = u32::MAX >> (32 - queues);
+        if let Some(p) = self.phy.as_mut() {
+            p.pause_queues(if queues > 1 { paused } else { 0 });
         }
+        let whole = gate == Gate::Wait && paused & all == all;
+        if gate == Gate::Wait && !whole {
+            self.stats.pnic_queues_paused += 1;
+        }
+        whole
     }
 
     /// One NAPI poll of the physical port. Returns true when the budget was used up (poll
@@ -947,7 +1003,8 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
                 self.lro_floor.resize(queues, 0);
             }
             let mut next = self.lro_next_queue;
-            let n = pvnet_pnic::poll_in_rounds(queues, budget, &mut next, |q, want| {
+            let paused = self.phy.as_ref().map_or(0, P::paused_queues);
+            let n = pvnet_pnic::poll_in_rounds(queues, budget, paused, &mut next, |q, want| {
                 self.lro_poll_queue(q, want)
             });
             self.lro_next_queue = next;

@@ -1,17 +1,21 @@
 //! Back-pressure from the guests to the physical port, bounded so that no guest can hold the
 //! others hostage.
 //!
-//! While a guest's queue cannot take another poll's worth of packets the port is not polled: the
-//! kernel's ring keeps the frames (a slow guest loses nothing, and a burst is not dropped). But a
-//! guest that holds the port back must keep taking packets: from the moment it first does, it
-//! has [`STALL_NS`] to take one queue's worth of packets (its packet cap, [`PROGRESS`] by
-//! default; then its window starts over). One that does not
-//! is not waited for during [`PENALTY_NS`]: the port is polled as if it were not there, and its
-//! packets are dropped at its full queue (netback counts them). Reopening the port now and then
-//! does not reset the window, so a guest that takes nothing, or just enough to let a poll
-//! through from time to time, holds the others back for at most `STALL_NS` in every
-//! `STALL_NS + PENALTY_NS`; a guest that is merely slower than the wire (thousands of packets
-//! per window) is waited for as long as it is slow.
+//! While a guest's queue cannot take another poll's worth of packets, the port's receive queue
+//! that carries its frames is not polled: the kernel's ring keeps the frames (a slow guest loses
+//! nothing, and a burst is not dropped). With a receive queue per guest (the default: see
+//! `pvnet_pnic::Pnic::pause_queues`) only that guest's queue waits, as a NIC with VMDq stops
+//! one pool; the other guests are served on, and what overflows the waiting queue's ring is
+//! dropped by the kernel in that queue. With one queue the whole port waits. But a guest that
+//! holds its queue back must keep taking packets: from the moment it first does, it has
+//! [`STALL_NS`] to take one queue's worth of packets (its packet cap, [`PROGRESS`] by default;
+//! then its window starts over). One that does not is not waited for during [`PENALTY_NS`]:
+//! its queue is polled as if it were not there, and its packets are dropped at its full queue
+//! (netback counts them). Reopening the port now and then does not reset the window, so a
+//! guest that takes nothing, or just enough to let a poll through from time to time, holds its
+//! queue back for at most `STALL_NS` in every `STALL_NS + PENALTY_NS`; a guest that is merely
+//! slower than the wire (thousands of packets per window) is waited for as long as it is slow,
+//! which with one queue holds back every guest.
 
 use std::collections::BTreeMap;
 
@@ -53,11 +57,24 @@ pub struct PortGate {
     window: BTreeMap<u16, (u64, u64)>,
     /// Guests not waited for, until when.
     penalty: BTreeMap<u16, u64>,
+    /// Stalls so far: guests that were then not waited for.
+    stalls: u64,
 }
 
 impl PortGate {
     /// Decides for the guests as they are now.
     pub fn check(&mut self, now: u64, guests: impl IntoIterator<Item = GuestLoad>) -> Gate {
+        self.check_each(now, guests, |_| {})
+    }
+
+    /// [`PortGate::check`], telling `waiting` each guest that is waited for (full, within its
+    /// window): a port with a receive queue per guest stops only those guests' queues.
+    pub fn check_each(
+        &mut self,
+        now: u64,
+        guests: impl IntoIterator<Item = GuestLoad>,
+        mut waiting_for: impl FnMut(u16),
+    ) -> Gate {
         self.penalty.retain(|_, until| *until > now);
         let (mut waiting, mut stalled) = (false, false);
         for g in guests {
@@ -86,10 +103,12 @@ impl PortGate {
             if now.saturating_sub(start) >= STALL_NS {
                 self.window.remove(&g.dom);
                 self.penalty.insert(g.dom, now.saturating_add(PENALTY_NS));
+                self.stalls += 1;
                 stalled = true;
                 continue;
             }
             self.window.insert(g.dom, (start, base));
+            waiting_for(g.dom);
             waiting = true;
         }
         // Another full guest still within its window is waited for even when one stalled.
@@ -98,6 +117,11 @@ impl PortGate {
             (false, true) => Gate::Stalled,
             (false, false) => Gate::Poll,
         }
+    }
+
+    /// Guests that stalled so far (each then not waited for during [`PENALTY_NS`]).
+    pub fn stalls(&self) -> u64 {
+        self.stalls
     }
 
     /// Whether domain `dom` is not waited for now.

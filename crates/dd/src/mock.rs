@@ -331,12 +331,56 @@ pub struct MockPhy {
     /// detaching can get the lease out of the way), and what [`Phy::lease_aging`] answers.
     pub in_the_way: std::cell::Cell<u32>,
     pub aging: bool,
+    /// Receive queues (0 and 1 mean one). With more, each frame belongs to the queue its
+    /// destination MAC's last byte names, modulo this (the fanout program's choice), and a
+    /// paused queue's frames stay in `rx`, in order, while polls take the others'.
+    pub queues: usize,
+    /// The queues [`Phy::pause_queues`] stopped.
+    pub paused: u32,
 }
 
 impl MockPhy {
     /// Queues a received frame with an empty `virtio_net_hdr`.
     pub fn inject(&mut self, frame: &[u8]) {
         self.rx.push_back((VirtioNetHdr::default(), frame.to_vec()));
+    }
+
+    /// The queue `frame` belongs to.
+    fn queue_of_frame(&self, frame: &[u8]) -> usize {
+        frame
+            .get(5)
+            .map_or(0, |&b| usize::from(b) % self.queues.max(1))
+    }
+
+    /// Whether the frame at `i` of `rx` may be taken by a poll of `only` (any queue if None).
+    fn takeable(&self, i: usize, only: Option<usize>) -> bool {
+        let q = self.queue_of_frame(&self.rx[i].1);
+        only.is_none_or(|o| o == q) && self.paused & (1 << q.min(31)) == 0
+    }
+
+    /// Takes at most `budget` frames of queue `only` (any unpaused queue if None), in order.
+    fn take(
+        &mut self,
+        only: Option<usize>,
+        budget: usize,
+        mut rx: impl FnMut(VirtioNetHdr, Buf, Option<u64>),
+    ) -> usize {
+        self.polls.push(budget);
+        let stamped = self.stamps.len() == self.rx.len();
+        let (mut n, mut i) = (0, 0);
+        while n < budget && i < self.rx.len() {
+            if !self.takeable(i, only) {
+                i += 1;
+                continue;
+            }
+            let Some((vnet, frame)) = self.rx.remove(i) else {
+                break;
+            };
+            let stamp = if stamped { self.stamps.remove(i) } else { None };
+            rx(vnet, Buf::from(frame), stamp);
+            n += 1;
+        }
+        n
     }
 
     /// Queues a received frame as [`MockPhy::inject`] does, received at `stamp_ns`.
@@ -354,24 +398,34 @@ impl Phy for MockPhy {
     fn poll_stamped(
         &mut self,
         budget: usize,
-        mut rx: impl FnMut(VirtioNetHdr, Buf, Option<u64>),
+        rx: impl FnMut(VirtioNetHdr, Buf, Option<u64>),
     ) -> usize {
-        self.polls.push(budget);
-        let mut n = 0;
-        while n < budget {
-            let stamped = self.stamps.len() == self.rx.len();
-            let Some((vnet, frame)) = self.rx.pop_front() else {
-                break;
-            };
-            let stamp = if stamped {
-                self.stamps.pop_front()
-            } else {
-                None
-            };
-            rx(vnet, Buf::from(frame), stamp);
-            n += 1;
-        }
-        n
+        self.take(None, budget, rx)
+    }
+
+    fn queues(&self) -> usize {
+        self.queues.max(1)
+    }
+
+    fn poll_queue_stamped(
+        &mut self,
+        q: usize,
+        budget: usize,
+        rx: impl FnMut(VirtioNetHdr, Buf, Option<u64>),
+    ) -> usize {
+        self.take(Some(q), budget, rx)
+    }
+
+    fn queue_of(&self, mac: &[u8; 6]) -> usize {
+        self.queue_of_frame(mac)
+    }
+
+    fn pause_queues(&mut self, mask: u32) {
+        self.paused = if self.queues > 1 { mask } else { 0 };
+    }
+
+    fn paused_queues(&self) -> u32 {
+        self.paused
     }
 
     fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> bool {
@@ -383,7 +437,7 @@ impl Phy for MockPhy {
     }
 
     fn rx_ready(&self) -> bool {
-        !self.rx.is_empty()
+        (0..self.rx.len()).any(|i| self.takeable(i, None))
     }
 
     fn lease_in_the_way(&self) -> bool {

@@ -231,6 +231,68 @@ fn a_full_guest_holds_the_port_back_until_it_stalls() {
     }
 }
 
+/// With a receive queue per guest a full guest stops only its own queue: the other guest's
+/// frames keep flowing, and the full guest's wait in its queue until it stalls.
+#[test]
+fn a_full_guest_pauses_only_its_own_receive_queue() {
+    let (mut dp, clock, mut g) = path_with(&[MAC_DST, MAC_G2], None, 64);
+    // Three queues: MAC_DST (last byte 0x0a) lands in queue 1, MAC_G2 (0x2a) in queue 0.
+    dp.phy_mut().unwrap().queues = 3;
+    let (q_full, q_other) = (1u32, 0u32);
+    // More than g0's 256 RX buffers and netback's queue together, with g1's frames among them.
+    let mut to_g1 = Vec::new();
+    for i in 0..1400u32 {
+        let phy = dp.phy_mut().unwrap();
+        phy.inject(&frame_to(MAC_DST, MAC_SRC, 100, i as u8));
+        if i % 7 == 0 {
+            let f = frame_to(MAC_G2, MAC_SRC, 200, i as u8);
+            phy.inject(&f);
+            to_g1.push(f);
+        }
+    }
+    pass(&mut dp);
+    assert_eq!(
+        dp.stats.pnic_deferred, 0,
+        "the port as a whole never waited"
+    );
+    assert!(dp.stats.pnic_queues_paused >= 1, "{:?}", dp.stats);
+    assert!(dp.phy_watched() && dp.phy_held());
+    assert_eq!(dp.phy().unwrap().paused, 1 << q_full);
+    // Every frame for g1 came through, in order, though most of g0's came after them.
+    let got: Vec<Vec<u8>> = g[1].take().into_iter().map(|(_, b)| b).collect();
+    assert_eq!(got, to_g1);
+    let left = dp.phy().unwrap().rx.len();
+    assert!(left > 0, "g0's frames stayed in its queue");
+    // The daemon would sleep: nothing to take from the queues it serves.
+    assert!(!pvnet_dd::datapath::Phy::rx_ready(dp.phy().unwrap()));
+    // New frames for g1 still come through while g0's queue waits.
+    let late = frame_to(MAC_G2, MAC_SRC, 300, 1);
+    dp.phy_mut().unwrap().inject(&late);
+    assert!(
+        pvnet_dd::datapath::Phy::rx_ready(dp.phy().unwrap()),
+        "g1's frame is seen beside g0's paused queue"
+    );
+    pass(&mut dp);
+    assert_eq!(
+        g[1].take().into_iter().map(|(_, b)| b).collect::<Vec<_>>(),
+        [late]
+    );
+    assert_eq!(dp.phy().unwrap().rx.len(), left);
+    assert_eq!(dp.phy().unwrap().paused & (1 << q_other), 0);
+    // g0 takes nothing for a whole window: it stalls, its queue is served again, and its
+    // packets are dropped at its full queue in netback.
+    clock.advance(STALL_NS + 1);
+    pass(&mut dp);
+    assert_eq!(dp.stats.pnic_stalls, 1);
+    assert_eq!(dp.phy().unwrap().paused, 0);
+    assert!(!dp.phy_held());
+    assert!(dp.phy().unwrap().rx.len() < left);
+    assert!(dp.vif_stats(1).unwrap().rx_queue_full > 0);
+    for (_, b) in g[0].take() {
+        assert_eq!(b.len(), 100);
+    }
+}
+
 #[test]
 fn leases_in_the_way_are_detached_before_a_sleep() {
     let (mut dp, _clock, _g) = path_with(&[MAC_DST], None, 64);

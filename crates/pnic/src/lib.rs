@@ -304,6 +304,8 @@ pub struct Pnic {
     queues: Vec<RxQueue>,
     /// The queue the next poll starts with (the queues take turns being first).
     next_queue: usize,
+    /// Queues not served for now ([`Pnic::pause_queues`]), bit `q` for queue `q`.
+    paused: u32,
     tx: OwnedFd,
     ifname: String,
     ifindex: u32,
@@ -364,6 +366,8 @@ pub struct QueueStats {
     pub frames: u64,
     /// Kernel: frames dropped because this queue's ring was full.
     pub drops: u64,
+    /// Not served now ([`Pnic::pause_queues`]).
+    pub paused: bool,
 }
 
 /// The receive ring: V2 slots or V3 blocks.
@@ -654,16 +658,25 @@ fn stamped(f: &mut impl FnMut(VirtioNetHdr, Buf, Option<u64>)) -> impl FnMut(RxF
 /// at every round (`next`, kept between polls), so the remainder of a budget that does not
 /// divide evenly goes round too. Returns the frames taken. With one queue: one call for the
 /// whole budget.
+///
+/// The queues whose bits are set in `paused` (bit `q` for queue `q`) are not asked, and the
+/// share is the budget over the others.
 pub fn poll_in_rounds(
     queues: usize,
     budget: usize,
+    paused: u32,
     next: &mut usize,
     mut poll: impl FnMut(usize, usize) -> usize,
 ) -> usize {
+    let is_paused = |q: usize| q < 32 && paused & (1 << q) != 0;
     if queues <= 1 {
-        return poll(0, budget);
+        return if is_paused(0) { 0 } else { poll(0, budget) };
     }
-    let share = (budget / queues).max(1);
+    let active = (0..queues).filter(|&q| !is_paused(q)).count();
+    if active == 0 {
+        return 0;
+    }
+    let share = (budget / active).max(1);
     let mut taken = 0;
     while taken < budget {
         let mut round = 0;
@@ -671,7 +684,11 @@ pub fn poll_in_rounds(
             if taken >= budget {
                 break;
             }
-            let n = poll((*next + k) % queues, share.min(budget - taken));
+            let q = (*next + k) % queues;
+            if is_paused(q) {
+                continue;
+            }
+            let n = poll(q, share.min(budget - taken));
             taken += n;
             round += n;
         }
@@ -839,6 +856,7 @@ impl Pnic {
         Ok(Pnic {
             queues,
             next_queue: 0,
+            paused: 0,
             tx,
             ifname: cfg.ifname.clone(),
             ifindex,
@@ -1053,8 +1071,10 @@ impl Pnic {
             .is_none()
             .then_some(&self.queues)
             .into_iter()
-            .flatten();
-        frame.into_iter().chain(rings.map(|q| q.rx.as_fd()))
+            .flatten()
+            .enumerate()
+            .filter(|(i, _)| !self.queue_paused(*i));
+        frame.into_iter().chain(rings.map(|(_, q)| q.rx.as_fd()))
     }
 
     /// Receive queues ([`PnicConfig::queues`]).
@@ -1062,19 +1082,49 @@ impl Pnic {
         self.queues.len()
     }
 
+    /// The receive queue a frame for destination `mac` lands in: the fanout program's choice
+    /// (its last byte, modulo the number of queues).
+    pub fn queue_of(&self, mac: &[u8; 6]) -> usize {
+        usize::from(mac[5]) % self.queues.len()
+    }
+
+    /// Stops serving the receive queues whose bits are set in `mask` (bit `q` for queue `q`),
+    /// and serves the others again, as a NIC's driver disables one queue's interrupt and
+    /// NAPI: [`Pnic::poll`] skips them, [`Pnic::rx_ready`] does not look at them and
+    /// [`Pnic::rx_fds`] leaves them out. Their frames wait in their rings, and what does not
+    /// fit is dropped by the kernel and counted in that queue's drops; the other queues
+    /// are not affected. Bits beyond the queues are ignored, and so is the whole mask on the
+    /// frame port, whose one queue is never paused.
+    pub fn pause_queues(&mut self, mask: u32) {
+        let all = u32::MAX >> (32 - self.queues.len().min(32));
+        self.paused = if self.frx.is_some() { 0 } else { mask & all };
+    }
+
+    /// The queues [`Pnic::pause_queues`] stopped.
+    pub fn paused_queues(&self) -> u32 {
+        self.paused
+    }
+
+    fn queue_paused(&self, q: usize) -> bool {
+        q < 32 && self.paused & (1 << q) != 0
+    }
+
     /// Each receive queue's counters, reading the kernel's drop counts.
     pub fn queue_stats(&mut self) -> Vec<QueueStats> {
         if self.frx.is_some() {
             return Vec::new();
         }
+        let paused = self.paused;
         self.queues
             .iter_mut()
-            .map(|q| {
+            .enumerate()
+            .map(|(i, q)| {
                 let fd = q.rx.as_raw_fd();
                 q.read_kernel_stats(fd);
                 QueueStats {
                     frames: q.frames,
                     drops: q.tp_drops,
+                    paused: i < 32 && paused & (1 << i) != 0,
                 }
             })
             .collect()
@@ -1135,7 +1185,7 @@ impl Pnic {
             };
             return r > 0;
         }
-        self.queues.iter().any(|q| q.ring.head_ready())
+        (self.queues.iter().enumerate()).any(|(i, q)| !self.queue_paused(i) && q.ring.head_ready())
     }
 
     /// Slots leased out by [`RxFrame::take`] and not yet handed back.
@@ -1193,7 +1243,7 @@ impl Pnic {
     /// queue keep their order.
     pub fn poll(&mut self, budget: usize, mut f: impl FnMut(RxFrame<'_>)) -> usize {
         let (nq, mut next) = (self.queues.len(), self.next_queue);
-        let n = poll_in_rounds(nq, budget, &mut next, |q, want| {
+        let n = poll_in_rounds(nq, budget, self.paused, &mut next, |q, want| {
             self.poll_queue(q, want, &mut f)
         });
         self.next_queue = next;
@@ -1213,6 +1263,9 @@ impl Pnic {
         assert!(q < self.queues.len(), "queue {q} of {}", self.queues.len());
         if self.frx.is_some() {
             return self.poll_stamped(budget, f);
+        }
+        if self.queue_paused(q) {
+            return 0;
         }
         self.poll_queue(q, budget, &mut stamped(&mut f))
     }
@@ -1541,20 +1594,26 @@ mod tests {
         assert_eq!((g.frame_nr, g.map_len()), (1024, 64 << 20));
     }
 
+    /// One [`poll_in_rounds`] over queues with these backlogs: what each queue gave.
+    fn rounds(backlog: &mut [usize], budget: usize, paused: u32, next: &mut usize) -> Vec<usize> {
+        let mut got = vec![0; backlog.len()];
+        let n = poll_in_rounds(backlog.len(), budget, paused, next, |q, want| {
+            assert_eq!(paused & (1 << q), 0, "paused queue {q} asked");
+            let k = want.min(backlog[q]);
+            backlog[q] -= k;
+            got[q] += k;
+            k
+        });
+        assert_eq!(n, got.iter().sum::<usize>());
+        got
+    }
+
     /// The budget is shared out evenly whatever the backlogs, what one queue cannot use goes
     /// to the others, and the first turn moves round.
     #[test]
     fn rounds_share_the_budget() {
         let run = |backlog: &mut [usize], budget: usize, next: &mut usize| {
-            let mut got = vec![0; backlog.len()];
-            let n = poll_in_rounds(backlog.len(), budget, next, |q, want| {
-                let k = want.min(backlog[q]);
-                backlog[q] -= k;
-                got[q] += k;
-                k
-            });
-            assert_eq!(n, got.iter().sum::<usize>());
-            got
+            rounds(backlog, budget, 0, next)
         };
         let mut next = 0;
         // A long backlog gets no more than a short one.
@@ -1577,6 +1636,25 @@ mod tests {
         // One queue: the whole budget in one call.
         let mut next = 0;
         assert_eq!(run(&mut [1000], 64, &mut next), [64]);
+    }
+
+    /// A paused queue is not asked, and the budget is shared between the others.
+    #[test]
+    fn rounds_skip_paused_queues() {
+        let mut next = 0;
+        // Queue 1 paused: shares of 21 over the three others, the odd frame going round.
+        let got = rounds(&mut [1000, 1000, 1000, 1000], 64, 0b0010, &mut next);
+        assert_eq!(got[1], 0);
+        assert_eq!(got.iter().sum::<usize>(), 64);
+        assert!(
+            got.iter().all(|&n| n == 0 || (21..=22).contains(&n)),
+            "{got:?}"
+        );
+        // All paused: nothing asked, nothing taken.
+        assert_eq!(rounds(&mut [5, 5], 64, 0b11, &mut next), [0, 0]);
+        // A single paused queue gives nothing either; bits beyond the queues change nothing.
+        assert_eq!(rounds(&mut [5], 64, 0b1, &mut next), [0]);
+        assert_eq!(rounds(&mut [5, 5], 64, 0b100, &mut next), [5, 5]);
     }
 
     #[test]

@@ -1108,3 +1108,91 @@ fn queues_sort_by_destination_and_share_a_poll() {
     }
     assert_eq!(at_peer, 4);
 }
+
+/// A paused receive queue is skipped by the polls, by `rx_ready` and by `rx_fds`; its frames
+/// wait in its ring, and what overflows it is dropped by the kernel in that queue alone,
+/// while the other queue's frames keep coming. Served again, it hands over what it kept, in
+/// order.
+#[test]
+fn a_paused_queue_keeps_its_frames_and_the_others_flow() {
+    if !is_root() {
+        return;
+    }
+    let bed = Bed::new();
+    let mut p = in_ns(&bed.a.0, || {
+        Pnic::open(&PnicConfig {
+            frame_nr: 512,
+            queues: 2,
+            ..PnicConfig::new(IF_A)
+        })
+        .expect("open pnic with 2 queues")
+    });
+    let dst = |last: u8| [0x02, 0x77, 0, 0, 0, last];
+    let (held, flowing) = (dst(0x21), dst(0x20));
+    assert_eq!((p.queue_of(&held), p.queue_of(&flowing)), (1, 0));
+    p.pause_queues(0b10 | 0b1000);
+    assert_eq!(
+        p.paused_queues(),
+        0b10,
+        "bits beyond the queues are ignored"
+    );
+    assert_eq!(
+        p.rx_fds().count(),
+        1,
+        "the paused queue's socket is not waited on"
+    );
+    let s = peer(&bed, false);
+    // More for the paused queue than its 256 slots hold.
+    let mut sent_held = Vec::new();
+    for i in 0..400u32 {
+        let f = test_frame(held, MAC_B, i, 200);
+        s.send(&f).unwrap();
+        sent_held.push(f);
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!p.rx_ready(), "only the paused queue has frames");
+    assert_eq!(p.poll(64, |_| panic!("a frame from the paused queue")), 0);
+    let sent_flowing: Vec<Vec<u8>> = (1000..1050u32)
+        .map(|i| test_frame(flowing, MAC_B, i, 300))
+        .collect();
+    for f in &sent_flowing {
+        s.send(f).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(p.rx_ready());
+    let mut got = Vec::new();
+    while p.poll(64, |f| {
+        if test_seq(f.data()).is_some() {
+            got.push(f.data().to_vec());
+        }
+    }) > 0
+    {}
+    assert_eq!(
+        got, sent_flowing,
+        "the other queue's frames, and only those"
+    );
+    let qs = p.queue_stats();
+    assert!(qs[1].paused && !qs[0].paused, "{qs:?}");
+    assert_eq!(qs[0].drops, 0, "{qs:?}");
+    assert!(
+        qs[1].drops >= 400 - 256,
+        "the paused queue overflowed: {qs:?}"
+    );
+    // Served again: what its ring kept, in order, intact.
+    p.pause_queues(0);
+    assert_eq!(p.rx_fds().count(), 2);
+    let mut kept = Vec::new();
+    while p.poll(64, |f| {
+        if test_seq(f.data()).is_some() {
+            kept.push(f.data().to_vec());
+        }
+    }) > 0
+    {}
+    assert!(kept.len() >= 200, "{} kept", kept.len());
+    assert_eq!(
+        kept[..],
+        sent_held[..kept.len()],
+        "the first frames, in order"
+    );
+    assert!(!p.queue_stats()[1].paused);
+}

@@ -915,11 +915,12 @@ impl Daemon {
     /// Runs until a signal or `pvnet down`.
     pub fn run(&mut self) -> Result<()> {
         while !self.stopping {
-            // While the port is not watched, wake in time to end a guest's stall.
-            let wait = if self.dp.phy_watched() {
-                Duration::from_millis(200)
-            } else {
+            // While the port, or a guest's receive queue, waits for a guest, wake in time to
+            // end that guest's stall.
+            let wait = if self.dp.phy_held() {
                 Duration::from_nanos(pvnet_dd::gate::STALL_NS / 4)
+            } else {
+                Duration::from_millis(200)
             };
             self.run_once(wait)?;
         }
@@ -1690,7 +1691,7 @@ impl Daemon {
                 "ring": if p.blocks().is_some() { "v3" } else { "v2" },
                 "queues": p.queue_count(),
                 "rx_queues": p.queue_stats().iter().map(|q| json!({
-                    "frames": q.frames, "kernel_drops": q.drops,
+                    "frames": q.frames, "kernel_drops": q.drops, "paused": q.paused,
                 })).collect::<Vec<_>>(),
                 "ring_blocks": p.blocks().map(|b| b.block_nr),
                 "ring_block_size": p.blocks().map(|b| b.block_size),
