@@ -652,6 +652,11 @@ fn stamped(f: &mut impl FnMut(VirtioNetHdr, Buf, Option<u64>)) -> impl FnMut(RxF
     }
 }
 
+/// Whether bit `q` of a queue mask is set (queues beyond the mask's 32 bits never are).
+fn in_mask(mask: u32, q: usize) -> bool {
+    q < 32 && mask & (1 << q) != 0
+}
+
 /// Shares one poll's `budget` between `queues` receive queues: in rounds, each queue in turn
 /// is asked (`poll(queue, at most)`) for at most an equal share (`budget` ÷ `queues`, at least
 /// 1), until the budget is used or a round took nothing. The queue asked first moves on by one
@@ -668,7 +673,7 @@ pub fn poll_in_rounds(
     next: &mut usize,
     mut poll: impl FnMut(usize, usize) -> usize,
 ) -> usize {
-    let is_paused = |q: usize| q < 32 && paused & (1 << q) != 0;
+    let is_paused = |q: usize| in_mask(paused, q);
     if queues <= 1 {
         return if is_paused(0) { 0 } else { poll(0, budget) };
     }
@@ -1106,7 +1111,7 @@ impl Pnic {
     }
 
     fn queue_paused(&self, q: usize) -> bool {
-        q < 32 && self.paused & (1 << q) != 0
+        in_mask(self.paused, q)
     }
 
     /// Each receive queue's counters, reading the kernel's drop counts.
@@ -1124,7 +1129,7 @@ impl Pnic {
                 QueueStats {
                     frames: q.frames,
                     drops: q.tp_drops,
-                    paused: i < 32 && paused & (1 << i) != 0,
+                    paused: in_mask(paused, i),
                 }
             })
             .collect()
@@ -1203,10 +1208,14 @@ impl Pnic {
             // Frame mode: the port stops when it has no buffer left to receive into.
             return f.src.free() < FRAME_BATCH;
         }
-        self.queues.iter().any(|q| match &q.ring {
-            Rx::V2(r) => r.leases() > 0 && r.lease_in_the_way(),
-            Rx::V3(r) => r.hold_in_the_way(),
-        })
+        // A paused queue's socket is not slept on, and the kernel stopping at its lease
+        // holds back only the frames that wait for the paused guest anyway.
+        (self.queues.iter().enumerate())
+            .filter(|(i, _)| !self.queue_paused(*i))
+            .any(|(_, q)| match &q.ring {
+                Rx::V2(r) => r.leases() > 0 && r.lease_in_the_way(),
+                Rx::V3(r) => r.hold_in_the_way(),
+            })
     }
 
     /// Whether the oldest lease still out was taken more than three quarters of the ring ago
@@ -1217,16 +1226,19 @@ impl Pnic {
         if let Some(f) = &self.frx {
             return f.src.free() < f.src.total() / 4;
         }
-        self.queues.iter_mut().any(|q| match &mut q.ring {
-            Rx::V2(r) => {
-                let n = r.geometry().frame_nr;
-                r.oldest_lease_age() > n - n / LEASE_HORIZON
-            }
-            Rx::V3(r) => {
-                let n = r.geometry().block_nr;
-                r.oldest_hold_age() > n - n / LEASE_HORIZON
-            }
-        })
+        let paused = self.paused;
+        (self.queues.iter_mut().enumerate())
+            .filter(|(i, _)| !in_mask(paused, *i))
+            .any(|(_, q)| match &mut q.ring {
+                Rx::V2(r) => {
+                    let n = r.geometry().frame_nr;
+                    r.oldest_lease_age() > n - n / LEASE_HORIZON
+                }
+                Rx::V3(r) => {
+                    let n = r.geometry().block_nr;
+                    r.oldest_hold_age() > n - n / LEASE_HORIZON
+                }
+            })
     }
 
     /// One NAPI poll: hands at most `budget` frames to `f`, releasing each slot back to the
