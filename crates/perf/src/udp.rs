@@ -16,8 +16,9 @@
 //!    local address; the receiver accepts datagrams from the control peer's address only.
 //! 4. client → server: one JSON line [`UdpStop`] with the number of datagrams sent.
 //! 5. The receiver drains what is still in flight (until every sent datagram is in, or nothing
-//!    arrived for [`UdpLimits::drain_quiet`], at most [`UdpLimits::drain_max`]), then sends one
-//!    JSON line [`UdpReport`] and closes.
+//!    arrived for [`UdpLimits::drain_quiet`], at most [`UdpLimits::drain_max`]), reads what is
+//!    queued already without waiting (datagrams beyond the sender's count), then sends one JSON
+//!    line [`UdpReport`] and closes.
 //!
 //! Neither side waits forever: the receiver gives up when neither a datagram nor a control byte
 //! arrived for [`UdpLimits::idle`], or the stop is [`UdpLimits::stop_grace`] past the planned
@@ -1060,6 +1061,15 @@ pub(crate) fn receive(
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(io::Error::from(e).into()),
         }
+    }
+    // What is queued already counts too, such as datagrams beyond the sender's count that
+    // arrived before its stop line was read; no waiting for more, and not past the drain.
+    while Instant::now() < drain_end {
+        let n = rx.recv(fd)?;
+        if n == 0 {
+            break;
+        }
+        rx.count(n, peer, &mut tally);
     }
     let report = tally.report(stop.sent, meminfo_drops(fd), rcvbuf);
     write_json_line(ctl, &report)?;
