@@ -966,12 +966,12 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             paused |= 1 << q.min(31);
         });
         self.stats.pnic_stalls += self.gate.stalls() - stalls;
-        let queues = phy.map_or(1, P::queues).clamp(1, 32);
-        let all = u32::MAX >> (32 - queues);
+        let queues = phy.map_or(1, P::queues);
         if let Some(p) = self.phy.as_mut() {
             p.pause_queues(if queues > 1 { paused } else { 0 });
         }
-        let whole = gate == Gate::Wait && paused & all == all;
+        // Each bit is a distinct queue below `queues`: all of them paused stops the port.
+        let whole = gate == Gate::Wait && paused.count_ones() as usize >= queues;
         if gate == Gate::Wait && !whole {
             self.stats.pnic_queues_paused += 1;
         }

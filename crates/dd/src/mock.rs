@@ -421,7 +421,7 @@ impl Phy for MockPhy {
     }
 
     fn pause_queues(&mut self, mask: u32) {
-        self.paused = if self.queues > 1 { mask } else { 0 };
+        self.paused = mask;
     }
 
     fn paused_queues(&self) -> u32 {

@@ -1040,16 +1040,20 @@ pub(crate) fn receive(
         }
     };
 
-    // Drain what is still in flight.
+    // Drain what is still in flight: what is queued already always counts (datagrams beyond
+    // the sender's count, say), and once the socket is empty the drain ends when every sent
+    // datagram is in, nothing came for a while, or its time is up.
     let drain_end = Instant::now() + limits.drain_max;
-    while !tally.complete(stop.sent) {
+    loop {
         let n = rx.recv(fd)?;
+        let now = Instant::now();
         if n > 0 {
             rx.count(n, peer, &mut tally);
-            continue;
+            if now < drain_end {
+                continue;
+            }
         }
-        let now = Instant::now();
-        if now >= drain_end {
+        if now >= drain_end || tally.complete(stop.sent) {
             break;
         }
         let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
@@ -1061,15 +1065,6 @@ pub(crate) fn receive(
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(io::Error::from(e).into()),
         }
-    }
-    // What is queued already counts too, such as datagrams beyond the sender's count that
-    // arrived before its stop line was read; no waiting for more, and not past the drain.
-    while Instant::now() < drain_end {
-        let n = rx.recv(fd)?;
-        if n == 0 {
-            break;
-        }
-        rx.count(n, peer, &mut tally);
     }
     let report = tally.report(stop.sent, meminfo_drops(fd), rcvbuf);
     write_json_line(ctl, &report)?;

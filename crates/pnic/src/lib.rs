@@ -1074,12 +1074,10 @@ impl Pnic {
         let rings = self
             .frx
             .is_none()
-            .then_some(&self.queues)
+            .then(|| self.served())
             .into_iter()
-            .flatten()
-            .enumerate()
-            .filter(|(i, _)| !self.queue_paused(*i));
-        frame.into_iter().chain(rings.map(|(_, q)| q.rx.as_fd()))
+            .flatten();
+        frame.into_iter().chain(rings.map(|q| q.rx.as_fd()))
     }
 
     /// Receive queues ([`PnicConfig::queues`]).
@@ -1112,6 +1110,13 @@ impl Pnic {
 
     fn queue_paused(&self, q: usize) -> bool {
         in_mask(self.paused, q)
+    }
+
+    /// The receive queues not paused.
+    fn served(&self) -> impl Iterator<Item = &RxQueue> + '_ {
+        (self.queues.iter().enumerate())
+            .filter(|(i, _)| !self.queue_paused(*i))
+            .map(|(_, q)| q)
     }
 
     /// Each receive queue's counters, reading the kernel's drop counts.
@@ -1190,7 +1195,7 @@ impl Pnic {
             };
             return r > 0;
         }
-        (self.queues.iter().enumerate()).any(|(i, q)| !self.queue_paused(i) && q.ring.head_ready())
+        self.served().any(|q| q.ring.head_ready())
     }
 
     /// Slots leased out by [`RxFrame::take`] and not yet handed back.
@@ -1210,12 +1215,10 @@ impl Pnic {
         }
         // A paused queue's socket is not slept on, and the kernel stopping at its lease
         // holds back only the frames that wait for the paused guest anyway.
-        (self.queues.iter().enumerate())
-            .filter(|(i, _)| !self.queue_paused(*i))
-            .any(|(_, q)| match &q.ring {
-                Rx::V2(r) => r.leases() > 0 && r.lease_in_the_way(),
-                Rx::V3(r) => r.hold_in_the_way(),
-            })
+        self.served().any(|q| match &q.ring {
+            Rx::V2(r) => r.leases() > 0 && r.lease_in_the_way(),
+            Rx::V3(r) => r.hold_in_the_way(),
+        })
     }
 
     /// Whether the oldest lease still out was taken more than three quarters of the ring ago

@@ -1,6 +1,7 @@
 //! The run directory `/run/pvnet/<id>/`: what `pvnet up` started, where its daemon listens,
 //! its log. `pvnet stat` and `pvnet down` find a run here.
 
+use pvnet_testbed::procs::PF_EXITING;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -134,9 +135,6 @@ pub fn pid_alive(pid: i32) -> bool {
         Err(_) => false,
     }
 }
-
-/// `PF_EXITING` in the flags of `/proc/PID/stat` (Linux `include/linux/sched.h`).
-const PF_EXITING: u64 = 0x4;
 
 /// Whether the text of `/proc/PID/stat` shows a process that is neither a zombie nor exiting.
 fn running(stat: &str) -> bool {

@@ -53,8 +53,8 @@ const POLL_STEP: Duration = Duration::from_millis(25);
 
 /// `PF_KTHREAD` in the flags of `/proc/PID/stat` (Linux `include/linux/sched.h`).
 const PF_KTHREAD: u64 = 0x0020_0000;
-/// `PF_EXITING` in the same flags.
-const PF_EXITING: u64 = 0x4;
+/// `PF_EXITING` in the same flags: the process is in `do_exit`.
+pub const PF_EXITING: u64 = 0x4;
 
 /// A process found in a target namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -291,9 +291,6 @@ struct Tracked {
     proc: NsProcess,
     fd: OwnedFd,
     signal: Signal,
-    /// Found already exiting: waited for, never signalled, not reported as ended (whoever
-    /// killed it did, such as a daemon's guest dying with it).
-    dying: bool,
 }
 
 /// Ends every process in the network namespaces `namespaces` (inode, name for the report):
@@ -324,7 +321,9 @@ pub fn end_processes_in(
     let protected = ancestors();
     let mut live: BTreeMap<i32, Tracked> = BTreeMap::new();
     let retire = |t: Tracked, report: &mut EndReport| {
-        if t.dying {
+        // Found already exiting: waited for, never signalled, not reported as ended (whoever
+        // killed it did, such as a daemon's guest dying with it).
+        if t.proc.exiting {
             return;
         }
         report.ended.push(Ended {
@@ -358,7 +357,7 @@ pub fn end_processes_in(
         }
         // Past the grace period, what was told politely is told firmly.
         if sig == Signal::SIGKILL {
-            for t in live.values_mut().filter(|t| !t.dying) {
+            for t in live.values_mut().filter(|t| !t.proc.exiting) {
                 if t.signal != Signal::SIGKILL && pidfd_signal(t.fd.as_fd(), Some(sig))? {
                     t.signal = sig;
                     // It may have exec'd since it was found (a shell's fork becoming a command).
@@ -388,8 +387,7 @@ pub fn end_processes_in(
             if netns_of(p.pid) != Some(p.netns) {
                 continue;
             }
-            let dying = p.exiting;
-            if dying || pidfd_signal(fd.as_fd(), Some(sig))? {
+            if p.exiting || pidfd_signal(fd.as_fd(), Some(sig))? {
                 found_new = true;
                 live.insert(
                     p.pid,
@@ -397,7 +395,6 @@ pub fn end_processes_in(
                         proc: p,
                         fd,
                         signal: sig,
-                        dying,
                     },
                 );
             }
