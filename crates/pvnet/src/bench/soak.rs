@@ -158,19 +158,7 @@ pub fn run(args: SoakArgs) -> Result<()> {
     if !(args.stream_seconds > 0.0 && args.stream_seconds.is_finite()) {
         bail!("--stream-seconds must be positive");
     }
-    let name = format!("{}{}{}", args.config, configs::GUESTS_SUFFIX, args.guests);
-    let name = if args.guests == 1 {
-        args.config.clone()
-    } else {
-        name
-    };
-    let cfg: DaemonConfig = configs::daemon_config(&name)?;
-    if !configs::is_pv(&name) || cfg.guests != args.guests {
-        bail!(
-            "--config {}: the soak needs a PV configuration with PV guests",
-            args.config
-        );
-    }
+    let (name, cfg) = testbed_config(&args)?;
     interrupt::install()?;
     let (out, started) = super::output::out_dir(args.out.as_deref(), "soak-out", "")?;
     let progress = Progress::new(vec![args.duration.as_secs_f64()]);
@@ -179,7 +167,7 @@ pub fn run(args: SoakArgs) -> Result<()> {
     progress.finish();
     let (samples, _) = r?;
     let verdict = judge(&samples);
-    write(&out, &args, &name, started.utc, &samples, &verdict)?;
+    write(&out, &args, &name, &cfg, started.utc, &samples, &verdict)?;
     eprintln!(
         "pvnet soak: wrote {0}/soak.csv, {0}/soak.svg, {0}/soak.md",
         out.display()
@@ -193,6 +181,31 @@ pub fn run(args: SoakArgs) -> Result<()> {
         bail!("the daemon grew: {}", v.problems.join("; "));
     }
     Ok(())
+}
+
+/// The bench configuration `args` name for its guests, with the port `pvnet up` would give
+/// them: its ring sized for the guests and a receive queue per guest (the bench's defaults,
+/// [`configs::ring_frames_for`] and [`configs::port_queues_for`]), so that the soak runs what
+/// an operator runs.
+fn testbed_config(args: &SoakArgs) -> Result<(String, DaemonConfig)> {
+    let name = if args.guests == 1 {
+        args.config.clone()
+    } else {
+        format!("{}{}{}", args.config, configs::GUESTS_SUFFIX, args.guests)
+    };
+    let base = configs::daemon_config(&name)?;
+    if !configs::is_pv(&name) || base.guests != args.guests {
+        bail!(
+            "--config {}: the soak needs a PV configuration with PV guests",
+            args.config
+        );
+    }
+    let cfg = DaemonConfig {
+        ring_frames: configs::ring_frames_for(&base, None),
+        port_queues: configs::port_queues_for(&base, None),
+        ..base
+    };
+    Ok((name, cfg))
 }
 
 /// A stream running towards guest `i`.
@@ -299,6 +312,7 @@ fn write(
     out: &Path,
     args: &SoakArgs,
     name: &str,
+    cfg: &DaemonConfig,
     started_utc: String,
     samples: &[SoakSample],
     verdict: &Result<Verdict>,
@@ -322,9 +336,11 @@ fn write(
         Err(e) => format!("not judged: {e}"),
     };
     let md = format!(
-        "# pvnet soak\n\n- started {started_utc} (revision {}), configuration {name}, {} guests, {:.0} s, a sample every {:.0} s\n- streams of {} s into every guest, one after another: {} streams, {:.2} GB verified\n- load average at the end: {}\n- verdict: {verdict_text}\n\n`soak.csv` has every sample; `soak.svg` plots them.\n",
+        "# pvnet soak\n\n- started {started_utc} (revision {}), configuration {name}, {} guests ({} receive queue(s) at the port, {} ring slots), {:.0} s, a sample every {:.0} s\n- streams of {} s into every guest, one after another: {} streams, {:.2} GB verified\n- load average at the end: {}\n- verdict: {verdict_text}\n\n`soak.csv` has every sample; `soak.svg` plots them.\n",
         machine::REVISION,
         args.guests,
+        cfg.port_queues,
+        cfg.ring_frames,
         args.duration.as_secs_f64(),
         args.interval.as_secs_f64(),
         args.stream_seconds,
@@ -389,6 +405,38 @@ mod tests {
         fds[10] = 32;
         let v = judge(&series(&[40000; 11], &fds)).unwrap();
         assert_eq!(v.problems, ["open descriptors grew from at most 31 to 32"]);
+    }
+
+    fn args(guests: usize, config: &str) -> SoakArgs {
+        SoakArgs {
+            guests,
+            duration: Duration::from_secs(60),
+            interval: Duration::from_secs(60),
+            config: config.into(),
+            stream_seconds: 30.0,
+            out: None,
+        }
+    }
+
+    #[test]
+    fn the_soak_runs_the_port_an_operator_gets() {
+        // The bench's configurations leave the port's sizing to their callers; the soak once
+        // forgot it and soaked one queue of 4096 slots where `pvnet up --guests 4` opens four
+        // queues over 8192.
+        let (name, cfg) = testbed_config(&args(4, "adaptive")).unwrap();
+        assert_eq!(name, "adaptive/g4");
+        assert_eq!((cfg.guests, cfg.port_queues, cfg.ring_frames), (4, 4, 8192));
+        assert_eq!(
+            (cfg.port_queues, cfg.ring_frames),
+            (
+                crate::config::default_port_queues(4, cfg.port_frames, cfg.port_ring),
+                crate::config::default_ring_frames(4, cfg.gro)
+            )
+        );
+        let (name, cfg) = testbed_config(&args(1, "xen")).unwrap();
+        assert_eq!((name.as_str(), cfg.port_queues), ("xen", 1));
+        let e = testbed_config(&args(2, "linux")).unwrap_err().to_string();
+        assert!(e.contains("needs a PV configuration"), "{e}");
     }
 
     #[test]
