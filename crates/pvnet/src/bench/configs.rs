@@ -316,7 +316,7 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
     if exit_cost_ns > 0 && hvm_path.is_none() {
         bail!("configuration {config:?}: {EXIT_SUFFIX}N is for the HVM configurations (hvm, hvm-seed, hvm-fast)");
     }
-    Ok(DaemonConfig {
+    let cfg = DaemonConfig {
         mode,
         guests: match (hvm_path, g2g) {
             (Some(_), _) => 0,
@@ -350,6 +350,14 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
             _ => switch::Mode::Bridge,
         },
         ..DaemonConfig::default()
+    };
+    // The port `pvnet up` would give these guests, so that every path that runs this
+    // configuration (the bench's runs, the scenarios, the soak) runs what an operator gets
+    // unless it is asked otherwise.
+    Ok(DaemonConfig {
+        ring_frames: ring_frames_for(&cfg, None),
+        port_queues: port_queues_for(&cfg, None),
+        ..cfg
     })
 }
 
@@ -664,6 +672,16 @@ mod tests {
         let flip = c("flip/g2");
         assert!(flip.port_frames);
         assert_eq!(port_queues_for(&flip, Some(2)), 1);
+        // A configuration comes with that port, so no path that runs it can forget to size it.
+        for n in ["xen", "adaptive/g4", "relay/g8", "port-gro/g8", "flip/g2"] {
+            let d = c(n);
+            assert_eq!(d.ring_frames, ring_frames_for(&d, None), "{n}");
+            assert_eq!(d.port_queues, port_queues_for(&d, None), "{n}");
+        }
+        assert_eq!(
+            (c("adaptive/g4").port_queues, c("adaptive/g4").ring_frames),
+            (4, 8192)
+        );
     }
 
     #[test]

@@ -184,27 +184,20 @@ pub fn run(args: SoakArgs) -> Result<()> {
 }
 
 /// The bench configuration `args` name for its guests, with the port `pvnet up` would give
-/// them: its ring sized for the guests and a receive queue per guest (the bench's defaults,
-/// [`configs::ring_frames_for`] and [`configs::port_queues_for`]), so that the soak runs what
-/// an operator runs.
+/// them (its ring sized for the guests, a receive queue per guest: [`configs::daemon_config`]).
 fn testbed_config(args: &SoakArgs) -> Result<(String, DaemonConfig)> {
     let name = if args.guests == 1 {
         args.config.clone()
     } else {
         format!("{}{}{}", args.config, configs::GUESTS_SUFFIX, args.guests)
     };
-    let base = configs::daemon_config(&name)?;
-    if !configs::is_pv(&name) || base.guests != args.guests {
+    let cfg = configs::daemon_config(&name)?;
+    if !configs::is_pv(&name) || cfg.guests != args.guests {
         bail!(
             "--config {}: the soak needs a PV configuration with PV guests",
             args.config
         );
     }
-    let cfg = DaemonConfig {
-        ring_frames: configs::ring_frames_for(&base, None),
-        port_queues: configs::port_queues_for(&base, None),
-        ..base
-    };
     Ok((name, cfg))
 }
 
@@ -420,9 +413,8 @@ mod tests {
 
     #[test]
     fn the_soak_runs_the_port_an_operator_gets() {
-        // The bench's configurations leave the port's sizing to their callers; the soak once
-        // forgot it and soaked one queue of 4096 slots where `pvnet up --guests 4` opens four
-        // queues over 8192.
+        // The soak once took a bench configuration without sizing its port and soaked one
+        // queue of 4096 slots where `pvnet up --guests 4` opens four queues over 8192.
         let (name, cfg) = testbed_config(&args(4, "adaptive")).unwrap();
         assert_eq!(name, "adaptive/g4");
         assert_eq!((cfg.guests, cfg.port_queues, cfg.ring_frames), (4, 4, 8192));
