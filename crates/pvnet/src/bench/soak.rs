@@ -186,11 +186,18 @@ pub fn run(args: SoakArgs) -> Result<()> {
 /// The bench configuration `args` name for its guests, with the port `pvnet up` would give
 /// them (its ring sized for the guests, a receive queue per guest: [`configs::daemon_config`]).
 fn testbed_config(args: &SoakArgs) -> Result<(String, DaemonConfig)> {
-    let name = if args.guests == 1 {
-        args.config.clone()
-    } else {
-        format!("{}{}{}", args.config, configs::GUESTS_SUFFIX, args.guests)
-    };
+    let n = configs::Name::parse(&args.config)?;
+    if n.guests != 1 {
+        bail!(
+            "--config {}: name the configuration without /gN; --guests says how many",
+            args.config
+        );
+    }
+    let name = configs::Name {
+        guests: args.guests,
+        ..n
+    }
+    .with_base(n.base);
     let cfg = configs::daemon_config(&name)?;
     if !configs::is_pv(&name) || cfg.guests != args.guests {
         bail!(
