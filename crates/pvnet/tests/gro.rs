@@ -224,12 +224,18 @@ fn guest_gro_carries_gibs_alone_and_beside_another_guest_coalesced_in_the_guest(
 /// A raw socket in the remote host's namespace, on its veth end.
 struct Wire(OwnedFd);
 
+/// The remote host's namespace of `run`, where [`Wire`] and [`Resets`] open their sockets.
+fn remote_ns(run: &Run) -> pvnet_testbed::Netns {
+    let id = pvnet_testbed::RunId::parse(&run.id).unwrap();
+    pvnet_testbed::Netns::open(&id.ns_name("remote")).unwrap()
+}
+
 impl Wire {
     fn open(run: &Run) -> Wire {
-        let ns = pvnet_testbed::Netns::open(&format!("pvnet-{}-remote", run.id)).unwrap();
         let ifname = pvnet_testbed::RunId::parse(&run.id)
             .unwrap()
             .short_link_name(pvnet_testbed::topology::REMOTE_IF_SUFFIX);
+        let ns = remote_ns(run);
         ns.run(move || {
             // SAFETY: plain syscall with constant arguments.
             let fd =
@@ -272,14 +278,14 @@ impl Wire {
 }
 
 /// The TCP resets that reach the remote host's stack, seen through a raw socket in its
-/// namespace whose filter passes only segments with RST set (unfragmented): each as
-/// (source port, destination port). Reading them on the wire pins a reset to the segment that
+/// namespace whose filter passes only segments with RST set: each as (source port,
+/// destination port). Reading them on the wire pins a reset to the segment that
 /// drew it, where the guest's `OutRsts` also counts any other connection's.
 struct Resets(OwnedFd);
 
 impl Resets {
     fn open(run: &Run) -> Resets {
-        let ns = pvnet_testbed::Netns::open(&format!("pvnet-{}-remote", run.id)).unwrap();
+        let ns = remote_ns(run);
         ns.run(|| {
             // SAFETY: plain syscall with constant arguments.
             let fd = unsafe {
@@ -298,11 +304,8 @@ impl Resets {
                 jf,
                 k,
             };
-            // A raw IPv4 socket's filter sees the packet from its IP header.
+            // A raw IPv4 socket's filter sees the packet from its IP header, reassembled.
             let prog = [
-                // A fragment after the first has no TCP header: drop it.
-                op(libc::BPF_LD | libc::BPF_H | libc::BPF_ABS, 0, 0, 6),
-                op(libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K, 4, 0, 0x1fff),
                 // X = the IP header's length; A = the TCP flags.
                 op(libc::BPF_LDX | libc::BPF_B | libc::BPF_MSH, 0, 0, 0),
                 op(libc::BPF_LD | libc::BPF_B | libc::BPF_IND, 0, 0, 13),
@@ -338,7 +341,7 @@ impl Resets {
     /// The resets received since the last call.
     fn take(&self) -> Vec<(u16, u16)> {
         let mut out = Vec::new();
-        let mut b = [0u8; 128];
+        let mut b = [0u8; 2048];
         loop {
             // SAFETY: b is a live buffer of the given length.
             let n = unsafe { libc::recv(self.0.as_raw_fd(), b.as_mut_ptr().cast(), b.len(), 0) };
@@ -347,14 +350,12 @@ impl Resets {
                 assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "recv: {e}");
                 return out;
             }
-            let ihl = usize::from(b[0] & 0xf) * 4;
-            assert!(n as usize >= ihl + 20, "a {n}-byte TCP segment");
+            let ip = pvnet_wire::ipv4::Packet::new_checked(&b[..n as usize]).unwrap();
+            let tcp = pvnet_wire::tcp::Segment::new_checked(ip.payload()).unwrap();
             // What was queued before the filter was attached passed unfiltered.
-            if b[ihl + 13] & 0x04 == 0 {
-                continue;
+            if tcp.flags().contains(pvnet_wire::tcp::TcpFlags::RST) {
+                out.push((tcp.src_port(), tcp.dst_port()));
             }
-            let port = |o: usize| u16::from_be_bytes([b[ihl + o], b[ihl + o + 1]]);
-            out.push((port(0), port(2)));
         }
     }
 }
