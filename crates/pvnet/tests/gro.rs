@@ -281,23 +281,15 @@ impl Wire {
 /// namespace whose filter passes only segments with RST set: each as (source port,
 /// destination port). Reading them on the wire pins a reset to the segment that
 /// drew it, where the guest's `OutRsts` also counts any other connection's.
-struct Resets(OwnedFd);
+struct Resets(socket2::Socket);
 
 impl Resets {
     fn open(run: &Run) -> Resets {
+        use socket2::{Domain, Protocol, Socket, Type};
         let ns = remote_ns(run);
         ns.run(|| {
-            // SAFETY: plain syscall with constant arguments.
-            let fd = unsafe {
-                libc::socket(
-                    libc::AF_INET,
-                    libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                    libc::IPPROTO_TCP,
-                )
-            };
-            assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-            // SAFETY: a fresh descriptor we own.
-            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            let sock = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::TCP)).unwrap();
+            sock.set_nonblocking(true).unwrap();
             let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
                 code: code as u16,
                 jt,
@@ -305,52 +297,32 @@ impl Resets {
                 k,
             };
             // A raw IPv4 socket's filter sees the packet from its IP header, reassembled.
-            let prog = [
+            sock.attach_filter(&[
                 // X = the IP header's length; A = the TCP flags.
                 op(libc::BPF_LDX | libc::BPF_B | libc::BPF_MSH, 0, 0, 0),
                 op(libc::BPF_LD | libc::BPF_B | libc::BPF_IND, 0, 0, 13),
                 op(libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K, 0, 1, 0x04),
                 op(libc::BPF_RET | libc::BPF_K, 0, 0, 0xffff),
                 op(libc::BPF_RET | libc::BPF_K, 0, 0, 0),
-            ];
-            let fprog = libc::sock_fprog {
-                len: prog.len() as u16,
-                filter: prog.as_ptr().cast_mut(),
-            };
-            // SAFETY: fprog points at `prog`, which outlives the call; its size is passed.
-            let r = unsafe {
-                libc::setsockopt(
-                    fd.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    libc::SO_ATTACH_FILTER,
-                    (&fprog as *const libc::sock_fprog).cast(),
-                    std::mem::size_of::<libc::sock_fprog>() as u32,
-                )
-            };
-            assert_eq!(
-                r,
-                0,
-                "SO_ATTACH_FILTER: {}",
-                std::io::Error::last_os_error()
-            );
-            Resets(fd)
+            ])
+            .unwrap();
+            Resets(sock)
         })
         .unwrap()
     }
 
     /// The resets received since the last call.
     fn take(&self) -> Vec<(u16, u16)> {
+        use std::io::Read;
         let mut out = Vec::new();
         let mut b = [0u8; 2048];
         loop {
-            // SAFETY: b is a live buffer of the given length.
-            let n = unsafe { libc::recv(self.0.as_raw_fd(), b.as_mut_ptr().cast(), b.len(), 0) };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "recv: {e}");
-                return out;
-            }
-            let ip = pvnet_wire::ipv4::Packet::new_checked(&b[..n as usize]).unwrap();
+            let n = match (&self.0).read(&mut b) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return out,
+                Err(e) => panic!("recv: {e}"),
+            };
+            let ip = pvnet_wire::ipv4::Packet::new_checked(&b[..n]).unwrap();
             let tcp = pvnet_wire::tcp::Segment::new_checked(ip.payload()).unwrap();
             // What was queued before the filter was attached passed unfiltered.
             if tcp.flags().contains(pvnet_wire::tcp::TcpFlags::RST) {
