@@ -126,7 +126,17 @@ pub struct PnicConfig {
     /// queues in turn (see [`Pnic::poll`]). `frame_nr` is then split evenly between them.
     /// V2 rings only; not in frame mode.
     pub queues: u32,
+    /// Slots of a V2 ring the CPU is asked to load (`prefetcht0`, every line) before they are
+    /// used: this many past the next frame to read, and this many from the slot the kernel
+    /// fills next. A slot comes back to the kernel a whole lap after it was last used, so with
+    /// many queues busy (a ring's laps add up to more than the last-level cache) both the
+    /// kernel's write and the first read of the frame would otherwise wait on memory, one
+    /// frame at a time. 0: none. See docs/ring-prefetch.md.
+    pub prefetch: u32,
 }
+
+/// [`PnicConfig::prefetch`]'s default.
+pub const DEFAULT_PREFETCH: u32 = 4;
 
 /// Most receive queues a port may have ([`PnicConfig::queues`]).
 pub const MAX_QUEUES: u32 = 16;
@@ -139,6 +149,7 @@ impl Default for PnicConfig {
             frame_nr: DEFAULT_FRAME_NR,
             v3: None,
             queues: 1,
+            prefetch: DEFAULT_PREFETCH,
         }
     }
 }
@@ -590,7 +601,8 @@ fn open_queue(cfg: &PnicConfig, geo: Geometry, ifindex: u32) -> Result<RxQueue, 
             setsockopt(rx.as_fd(), libc::PACKET_VERSION, &version, "PACKET_VERSION")?;
             let req = geo.as_req();
             setsockopt(rx.as_fd(), libc::PACKET_RX_RING, &req, "PACKET_RX_RING")?;
-            let ring = Ring::map(rx.as_fd(), geo).map_err(|e| PnicError::io("mmap(rx ring)", e))?;
+            let ring = Ring::map(rx.as_fd(), geo, cfg.prefetch)
+                .map_err(|e| PnicError::io("mmap(rx ring)", e))?;
             // Half the slots may be leased.
             (Rx::V2(ring), geo.frame_nr / 2)
         }

@@ -275,6 +275,21 @@ pub(crate) struct Ring {
     /// Slots consumed since `tail` (at most `frame_nr` when the age is asked once a lap), so
     /// also the age, in frames, of the lease on `tail` when there is one.
     behind: u32,
+    /// How many slots past the head, and past the kernel's next slot, to ask the CPU to load
+    /// before they are used ([`crate::PnicConfig::prefetch`]; 0: none).
+    ahead: u32,
+    /// The first slot past the head not yet asked for: slots `head..warmed` have been.
+    warmed: u32,
+    /// The kernel's next slot as last seen, as a distance from `head`.
+    kdist: u32,
+    /// `head` when `kdist` was last brought up to date.
+    khead_seen: u32,
+    /// The first slot past the kernel's next not yet asked for.
+    kwarmed: u32,
+    /// Every slot asked for past the head, and from the kernel's next slot, in order (tests
+    /// only).
+    #[cfg(test)]
+    asked: (Vec<u32>, Vec<u32>),
 }
 
 /// Hands the slot back to the kernel (unless it was leased) and advances the head, also when
@@ -300,17 +315,103 @@ impl Drop for Release<'_> {
 }
 
 impl Ring {
-    /// Maps the ring of `fd` (on which `PACKET_RX_RING` was set with `geo`).
-    pub fn map(fd: BorrowedFd<'_>, geo: Geometry) -> io::Result<Ring> {
+    /// Maps the ring of `fd` (on which `PACKET_RX_RING` was set with `geo`); `prefetch` as
+    /// [`crate::PnicConfig::prefetch`].
+    pub fn map(fd: BorrowedFd<'_>, geo: Geometry, prefetch: u32) -> io::Result<Ring> {
         let map = Mapping::of_socket_ring(fd, geo.map_len())?;
-        Ok(Ring {
+        Ok(Ring::over(map, geo, prefetch))
+    }
+
+    /// The ring in `map`, laid out as `geo`.
+    fn over(map: Arc<Mapping>, geo: Geometry, prefetch: u32) -> Ring {
+        Ring {
             map,
             geo,
             head: 0,
             leases: Arc::new(AtomicU32::new(0)),
             tail: 0,
             behind: 0,
-        })
+            ahead: prefetch.min(geo.frame_nr - 1),
+            warmed: 0,
+            kdist: 0,
+            khead_seen: 0,
+            kwarmed: 0,
+            #[cfg(test)]
+            asked: (Vec::new(), Vec::new()),
+        }
+    }
+
+    /// The status word of slot `i` (taken modulo the slot count).
+    fn status_at(&self, i: u32) -> &AtomicU32 {
+        let off = self.geo.frame_offset(i % self.geo.frame_nr);
+        // SAFETY: off < map_len, so the pointer stays inside the mapping; the slot start is
+        // 16-byte aligned and its status word is only accessed atomically.
+        unsafe { &*self.map.base().add(off).cast::<AtomicU32>() }
+    }
+
+    /// Asks the CPU to load every line of slot `i` (taken modulo the slot count).
+    fn prefetch_slot(&self, i: u32) {
+        let off = self.geo.frame_offset(i);
+        for line in (0..self.geo.frame_size as usize).step_by(64) {
+            // SAFETY: off + line < off + frame_size ≤ map_len, so the address lies inside
+            // the live mapping; a prefetch reads nothing into the program and cannot fault.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch::<_MM_HINT_T0>(self.map.base().add(off + line).cast::<i8>());
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = line;
+        }
+    }
+
+    /// Finds the kernel's next slot (the first from the head that is not the user's: the
+    /// frames before it are waiting) and asks the CPU for the `ahead` slots from it that it
+    /// has not been asked for yet. The status words it passes over are the ones the kernel
+    /// has just written, each read once a lap.
+    fn warm_kernel(&mut self) {
+        let n = self.geo.frame_nr;
+        let moved = (self.head + n - self.khead_seen) % n;
+        self.khead_seen = self.head;
+        self.kdist = self.kdist.saturating_sub(moved);
+        while self.kdist < n - 1
+            && self
+                .status_at(self.head + self.kdist)
+                .load(Ordering::Relaxed)
+                & libc::TP_STATUS_USER
+                != 0
+        {
+            self.kdist += 1;
+        }
+        let k = (self.head + self.kdist) % n;
+        let mut done = (self.kwarmed + n - k) % n;
+        if done > self.ahead {
+            done = 0;
+        }
+        for i in done..self.ahead {
+            self.prefetch_slot(k + i);
+            #[cfg(test)]
+            self.asked.1.push((k + i) % n);
+        }
+        self.kwarmed = (k + self.ahead) % n;
+    }
+
+    /// Asks the CPU to load the lines of the slots up to `ahead` past the head that it has not
+    /// been asked for yet: the next frames the consumer reads, or, when it has caught up, the
+    /// slots the kernel fills next. A slot is handed back a whole lap before the kernel fills it
+    /// again, so at eight guests both find it long out of cache.
+    fn warm(&mut self) {
+        let n = self.geo.frame_nr;
+        let mut done = (self.warmed + n - self.head) % n;
+        if done > self.ahead {
+            done = 0;
+        }
+        for i in done..self.ahead {
+            self.prefetch_slot(self.head + i);
+            #[cfg(test)]
+            self.asked.0.push((self.head + i) % n);
+        }
+        self.warmed = (self.head + self.ahead) % n;
     }
 
     /// Slots leased out and not yet handed back.
@@ -373,6 +474,10 @@ impl Ring {
     /// advances. `None` when the head slot still belongs to the kernel (nothing waiting), or
     /// is leased from an earlier lap.
     pub fn consume<R>(&mut self, f: impl FnOnce(Slot<'_>) -> R) -> Option<R> {
+        if self.ahead > 0 {
+            self.warm();
+            self.warm_kernel();
+        }
         let off = self.geo.frame_offset(self.head);
         // SAFETY: off < map_len (head < frame_nr), so the pointer stays inside the mapping.
         let frame = unsafe { self.map.base().add(off) };
@@ -512,6 +617,70 @@ mod tests {
         assert!(Geometry::new(2048, 0, 4096).is_err());
         assert!(Geometry::new(u32::MAX - 15, 1, 4096).is_err());
         assert!(Geometry::new(2048, u32::MAX, 4096).is_err());
+    }
+
+    /// A ring of `n` 256-byte slots over anonymous memory, loading `ahead` slots before use,
+    /// and a way to play the kernel: mark slot `i` filled (its header is zero, so the
+    /// consumer finds it bad, releases it and moves on, as with any frame).
+    fn fake_ring(n: u32, ahead: u32) -> (Ring, impl Fn(&Ring, u32)) {
+        let geo = Geometry::new(256, n, 4096).unwrap();
+        assert_eq!(geo.frame_nr, n);
+        let ring = Ring::over(crate::buf::anon_mapping(geo.map_len()), geo, ahead);
+        let fill = |r: &Ring, i: u32| {
+            r.status_at(i)
+                .store(libc::TP_STATUS_USER, Ordering::Release)
+        };
+        (ring, fill)
+    }
+
+    #[test]
+    fn prefetch_asks_for_each_slot_once_a_lap_ahead_of_the_reader_and_of_the_kernel() {
+        let (n, ahead, backlog) = (16u32, 4u32, 5u32);
+        let (mut r, fill) = fake_ring(n, ahead);
+        for i in 0..backlog {
+            fill(&r, i);
+        }
+        // Three laps with `backlog` frames always waiting: each call reads one, then the
+        // kernel fills one more.
+        let calls = 3 * n;
+        for c in 0..calls {
+            assert!(
+                matches!(r.consume(|s| matches!(s, Slot::Bad)), Some(true)),
+                "call {c}"
+            );
+            fill(&r, c + backlog);
+        }
+        // Past the head: slots 0.. up to `ahead` - 1 past the last frame read, in order,
+        // each once a lap. From the kernel's next slot (`backlog` past the head): the same,
+        // shifted by the backlog the consumer saw.
+        let want = |from: u32, upto: u32| (from..upto).map(|i| i % n).collect::<Vec<_>>();
+        assert_eq!(r.asked.0, want(0, calls - 1 + ahead));
+        assert_eq!(r.asked.1, want(backlog, calls - 1 + backlog + ahead));
+
+        // The reader catches up (nothing waits): the kernel's next slot is the head, and
+        // nothing already asked for is asked again while nothing moves.
+        for _ in 0..backlog {
+            r.consume(|_| ()).unwrap();
+        }
+        assert!(r.consume(|_| ()).is_none());
+        assert_eq!(r.kdist, 0);
+        assert_eq!(r.asked.0.last(), Some(&((calls + backlog - 1 + ahead) % n)));
+        let before = (r.asked.0.len(), r.asked.1.len());
+        assert!(r.consume(|_| ()).is_none());
+        assert_eq!((r.asked.0.len(), r.asked.1.len()), before);
+    }
+
+    #[test]
+    fn prefetch_off_asks_for_nothing_and_never_more_than_the_ring() {
+        let (mut r, fill) = fake_ring(16, 0);
+        fill(&r, 0);
+        r.consume(|_| ()).unwrap();
+        assert!(r.consume(|_| ()).is_none());
+        assert_eq!(r.asked, (vec![], vec![]));
+        // Asked for more than the ring holds, it asks for one lap less a slot.
+        let (mut r, _) = fake_ring(16, 1000);
+        assert!(r.consume(|_| ()).is_none());
+        assert_eq!(r.asked.0, (0..15).collect::<Vec<_>>());
     }
 
     #[test]

@@ -602,6 +602,7 @@ impl Daemon {
             v3: (self.cfg.port_ring == crate::config::PortRing::V3)
                 .then(|| crate::config::v3_blocks(self.cfg.v3_block_kib)),
             queues: self.cfg.port_queues,
+            prefetch: self.cfg.ring_prefetch,
             ..PnicConfig::new(self.testbed.dd_if.clone())
         };
         let pnic = if self.cfg.port_frames {

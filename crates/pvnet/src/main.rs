@@ -73,6 +73,13 @@ enum Cmd {
         /// Default one per guest; 1 with --port-frames, --grant flip or --port-ring v3.
         #[arg(long)]
         port_queues: Option<u32>,
+        /// Slots of the packet ring the CPU is asked to load before they are used, 0 (none)
+        /// to 64: this many past the next frame the driver domain reads, and this many from
+        /// the slot the kernel fills next. With many guests busy the ring's slots come back
+        /// cold; loading them ahead keeps the kernel's write and the first read of each frame
+        /// from waiting on memory (docs/ring-prefetch.md).
+        #[arg(long, default_value_t = pvnet_pnic::DEFAULT_PREFETCH)]
+        ring_prefetch: u32,
         /// MTU of the wire, the physical port, the driver domain's stack and the guests'
         /// interfaces, 1280 to 65535 (a TAP takes at most 65521: the PV modes stop there).
         /// The packet ring's slots, and what netback accepts from a guest, follow it.
@@ -608,6 +615,7 @@ fn run(cli: Cli) -> Result<()> {
             budget,
             ring_frames,
             port_queues,
+            ring_prefetch,
             mtu,
             attach,
             foreground,
@@ -667,6 +675,7 @@ fn run(cli: Cli) -> Result<()> {
                 Some(n) => config::check_port_queues(n, port_frames, port_ring)?,
                 None => config::default_port_queues(guests + attach + hvm, port_frames, port_ring),
             };
+            let ring_prefetch = config::check_ring_prefetch(ring_prefetch)?;
             let rules = rules.as_deref().map(read_rules).transpose()?;
             let v3_block_kib = port_ring_block_kib
                 .map(|k| config::check_v3_block_kib(k, port_ring))
@@ -693,6 +702,7 @@ fn run(cli: Cli) -> Result<()> {
                 ring_frames,
                 port_ring,
                 port_queues,
+                ring_prefetch,
                 v3_block_kib,
                 switch,
                 rules,

@@ -47,6 +47,9 @@ pub struct Params {
     /// Receive queues of the physical port (PV configurations; `--port-queues`), or None for
     /// each configuration's default ([`crate::config::default_port_queues`]).
     pub port_queues: Option<u32>,
+    /// Slots of the port's ring loaded before use (PV configurations; `--ring-prefetch`), or
+    /// None for the default ([`pvnet_pnic::DEFAULT_PREFETCH`]).
+    pub ring_prefetch: Option<u32>,
     /// Frames per poll of the physical port (PV configurations).
     pub budget: usize,
     /// MTU of the wire and every interface on the path (`--mtu`).
@@ -233,6 +236,7 @@ pub fn run_one(
     let cfg = DaemonConfig {
         ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
         port_queues: configs::port_queues_for(&base_cfg, p.port_queues),
+        ring_prefetch: p.ring_prefetch.unwrap_or(base_cfg.ring_prefetch),
         budget: p.budget,
         mtu: p.mtu,
         guest_cgroups: p.guest_cgroups.unwrap_or(base_cfg.guest_cgroups),

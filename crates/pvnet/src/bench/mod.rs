@@ -146,6 +146,10 @@ pub struct BenchArgs {
     /// `up`'s, one per guest (1 on the frame port and with a V3 ring).
     #[arg(long)]
     pub port_queues: Option<u32>,
+    /// Slots of the port's packet ring the CPU is asked to load before they are used in the
+    /// PV configurations, 0 (none) to 64, as `pvnet up --ring-prefetch`. Default: `up`'s (4).
+    #[arg(long)]
+    pub ring_prefetch: Option<u32>,
     /// Frames per poll of the physical port (NAPI budget) in the PV configurations (1 to 512),
     /// as `pvnet up --budget`. Smaller polls aggregate less per poll, as in Nakanjima and Oi's measurements, where
     /// `lro` made 2.55 segments per aggregate.
@@ -341,6 +345,10 @@ fn run_scenario(sc: scenario::Scenario, args: &BenchArgs) -> Result<()> {
             .map(crate::config::check_ring_frames)
             .transpose()?,
         port_queues: check_port_queues(args.port_queues)?,
+        ring_prefetch: args
+            .ring_prefetch
+            .map(crate::config::check_ring_prefetch)
+            .transpose()?,
         budget: crate::config::check_budget(args.budget)?,
         mtu: crate::config::check_mtu(args.mtu)?,
     };
@@ -434,6 +442,10 @@ fn record_plan(args: &BenchArgs) -> Result<(records::RecordPlan, measure::Params
             .map(crate::config::check_ring_frames)
             .transpose()?,
         port_queues: check_port_queues(args.port_queues)?,
+        ring_prefetch: args
+            .ring_prefetch
+            .map(crate::config::check_ring_prefetch)
+            .transpose()?,
         budget: crate::config::check_budget(args.budget)?,
         mtu: crate::config::check_mtu(args.mtu)?,
         placement: measure::GuestPlacement::Same,
@@ -664,6 +676,10 @@ impl Plan {
             .map(crate::config::check_ring_frames)
             .transpose()?;
         let port_queues = check_port_queues(args.port_queues)?;
+        let ring_prefetch = args
+            .ring_prefetch
+            .map(crate::config::check_ring_prefetch)
+            .transpose()?;
         let budget = crate::config::check_budget(args.budget)?;
         let mtu = crate::config::check_mtu(args.mtu)?;
         let placement = match args.placement.as_deref() {
@@ -707,6 +723,7 @@ impl Plan {
                 tsc_hz: pvnet_perf::cpu::tsc_hz(),
                 ring_frames,
                 port_queues,
+                ring_prefetch,
                 budget,
                 mtu,
                 placement,

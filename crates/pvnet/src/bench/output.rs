@@ -79,6 +79,7 @@ pub fn results_json(run: &Run) -> Value {
             "msg_size": p.measure.msg_size,
             "ring_frames": p.measure.ring_frames,
             "port_queues": p.measure.port_queues,
+            "ring_prefetch": p.measure.ring_prefetch.unwrap_or(pvnet_pnic::DEFAULT_PREFETCH),
             "budget": p.measure.budget,
             "mtu": p.measure.mtu,
             "ring_frame_size": pvnet_pnic::frame_size_for_mtu(p.measure.mtu),

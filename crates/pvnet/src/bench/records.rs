@@ -111,6 +111,7 @@ pub fn run_config(
     let cfg = DaemonConfig {
         ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
         port_queues: configs::port_queues_for(&base_cfg, p.port_queues),
+        ring_prefetch: p.ring_prefetch.unwrap_or(base_cfg.ring_prefetch),
         budget: p.budget,
         mtu: p.mtu,
         ..base_cfg

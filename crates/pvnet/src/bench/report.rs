@@ -490,7 +490,7 @@ pub fn markdown(run: &Run) -> String {
     s.push_str("\n## Parameters\n\n");
     let _ = writeln!(
         s,
-        "- configurations: {}\n- {} measured repetition(s) of each, interleaved ({}), after one warm-up repetition of each ({} s stream, {} s TCP_RR, discarded)\n- stream: {} s with {}, {}-byte sends; TCP_RR: {} s, 1-byte request and response (built-in tool)\n- receiving side (driver domain, guest, receiver, the veth's softirq by RPS) on CPU {}, sender on CPU {}; every repetition on a fresh testbed\n- MTU {} on the wire and every interface; the physical port's packet ring: {} of {} bytes, {}, polled {} frames at a time\n",
+        "- configurations: {}\n- {} measured repetition(s) of each, interleaved ({}), after one warm-up repetition of each ({} s stream, {} s TCP_RR, discarded)\n- stream: {} s with {}, {}-byte sends; TCP_RR: {} s, 1-byte request and response (built-in tool)\n- receiving side (driver domain, guest, receiver, the veth's softirq by RPS) on CPU {}, sender on CPU {}; every repetition on a fresh testbed\n- MTU {} on the wire and every interface; the physical port's packet ring: {} of {} bytes, {}, polled {} frames at a time, {}\n",
         run.configs.join(", "),
         p.reps,
         if run.configs.len() > 1 { "A B C, A B C, ..." } else { "one configuration" },
@@ -521,6 +521,10 @@ pub fn markdown(run: &Run) -> String {
             None => "split between one receive queue per guest (by destination MAC)".to_string(),
         },
         p.measure.budget,
+        match p.measure.ring_prefetch.unwrap_or(pvnet_pnic::DEFAULT_PREFETCH) {
+            0 => "no slot loaded before use".to_string(),
+            n => format!("{n} slots past the next frame and past the kernel's next slot loaded before use"),
+        },
     );
     let placed = match p.measure.placement {
         super::measure::GuestPlacement::Same => None,

@@ -346,6 +346,7 @@ pub fn run_one_testbed(
     let cfg = DaemonConfig {
         ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
         port_queues: configs::port_queues_for(&base_cfg, p.port_queues),
+        ring_prefetch: p.ring_prefetch.unwrap_or(base_cfg.ring_prefetch),
         budget: p.budget,
         mtu: p.mtu,
         guest_cgroups: p.guest_cgroups.unwrap_or(base_cfg.guest_cgroups),

@@ -167,6 +167,7 @@ pub struct Params {
     pub msg_size: usize,
     pub ring_frames: Option<u32>,
     pub port_queues: Option<u32>,
+    pub ring_prefetch: Option<u32>,
     pub budget: usize,
     pub mtu: u32,
 }
@@ -284,6 +285,7 @@ fn run_one(config: &str, rep: usize, p: &Params, progress: &Progress) -> Result<
     let cfg = DaemonConfig {
         ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
         port_queues: configs::port_queues_for(&base_cfg, p.port_queues),
+        ring_prefetch: p.ring_prefetch.unwrap_or(base_cfg.ring_prefetch),
         budget: p.budget,
         mtu: p.mtu,
         ..base_cfg
@@ -828,6 +830,7 @@ mod tests {
                 msg_size: 1,
                 ring_frames: None,
                 port_queues: None,
+                ring_prefetch: None,
                 budget: 1,
                 mtu: 1500,
             },
