@@ -1,9 +1,9 @@
 #!/bin/bash
 # usage: prof2.sh ID OUT  (xen, 8 guests on one testbed; phase one: guest 0 streams; phase all: 8 stream)
-# environment: MODE (up --mode), LRO (default off), BUDGET (up --budget, default its own), RING (up --ring-frames), PERFG=-g for call graphs
+# environment: MODE (up --mode), LRO (default off), BUDGET (up --budget, default its own), RING (up --ring-frames), PF (up --ring-prefetch), PERFG=-g for call graphs
 id=$1; out=$2; N=8
 P=/work/main/target/release/pvnet
-$P up --id $id ${MODE:+--mode $MODE} --lro ${LRO:-off} ${BUDGET:+--budget $BUDGET} ${RING:+--ring-frames $RING} --guests $N --sender-cpu 1 > $out.up.log 2>&1 || { cat $out.up.log; exit 1; }
+$P up --id $id ${MODE:+--mode $MODE} --lro ${LRO:-off} ${BUDGET:+--budget $BUDGET} ${RING:+--ring-frames $RING} ${PF:+--ring-prefetch $PF} --guests $N --sender-cpu 1 > $out.up.log 2>&1 || { cat $out.up.log; exit 1; }
 for i in $(seq 0 $((N-1))); do
   taskset -c 0 $P exec --id $id g$i $P perf server --bind 0.0.0.0:$((5201+i)) > /dev/null 2>&1 &
   spid=$!
