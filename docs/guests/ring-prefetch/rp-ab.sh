@@ -11,14 +11,6 @@ for r in $(seq 1 $R); do
   for a in "$@"; do
     n=rp$TAG-$a-$r
     $BIN bench --sweep guests --configs $C --sweep-values 1,8 --reps 1 --duration 2 --paired-rounds 0 --scaling-rounds 40 --ring-prefetch $a --out $OUT/$n > $OUT/$n.log 2>&1
-    python3 - "$OUT/$n" "$a" "$r" "$TAG" <<'PY'
-import json,sys,statistics as st
-n,f,r,TAG=sys.argv[1:5]
-d=json.load(open(f'{n}/results.json'))
-fresh={s['config']:s for s in d['samples']}
-for o in d['scaling_one_testbed']:
-    s=fresh.get(o['config'],{})
-    print(f+TAG, r, o['config'], 'one', round(st.median(o['one_mbps'])), 'all', round(st.median(o['all_mbps'])), 'ratio', round(o['geomean'],3), [round(x,3) for x in o['ci95']], 'g8-fresh', round(s.get('throughput_mbps',0)), 'drops', s.get('port_drops'), 'retx', s.get('retransmissions'), flush=True)
-PY
+    python3 "$(dirname "$0")/line.py" "$OUT/$n" "$a$TAG" "$r"
   done
 done
