@@ -280,10 +280,9 @@ pub(crate) struct Ring {
     ahead: u32,
     /// The first slot past the head not yet asked for: slots `head..warmed` have been.
     warmed: u32,
-    /// The kernel's next slot as last seen, as a distance from `head`.
+    /// The kernel's next slot as last seen, as a distance from `head` (the head's advance
+    /// takes it down by one).
     kdist: u32,
-    /// `head` when `kdist` was last brought up to date.
-    khead_seen: u32,
     /// The first slot past the kernel's next not yet asked for.
     kwarmed: u32,
     /// Every slot asked for past the head, and from the kernel's next slot, in order (tests
@@ -298,6 +297,7 @@ struct Release<'r> {
     status: NonNull<AtomicU32>,
     head: &'r mut u32,
     behind: &'r mut u32,
+    kdist: &'r mut u32,
     frame_nr: u32,
     taken: &'r Cell<bool>,
 }
@@ -311,6 +311,7 @@ impl Drop for Release<'_> {
         }
         *self.head = (*self.head + 1) % self.frame_nr;
         *self.behind = self.behind.saturating_add(1);
+        *self.kdist = self.kdist.saturating_sub(1);
     }
 }
 
@@ -334,7 +335,6 @@ impl Ring {
             ahead: prefetch.min(geo.frame_nr - 1),
             warmed: 0,
             kdist: 0,
-            khead_seen: 0,
             kwarmed: 0,
             #[cfg(test)]
             asked: (Vec::new(), Vec::new()),
@@ -349,7 +349,7 @@ impl Ring {
         unsafe { &*self.map.base().add(off).cast::<AtomicU32>() }
     }
 
-    /// Asks the CPU to load every line of slot `i` (taken modulo the slot count).
+    /// Asks the CPU to load every line of slot `i` (< `frame_nr`).
     fn prefetch_slot(&self, i: u32) {
         let off = self.geo.frame_offset(i);
         for line in (0..self.geo.frame_size as usize).step_by(64) {
@@ -365,15 +365,33 @@ impl Ring {
         }
     }
 
-    /// Finds the kernel's next slot (the first from the head that is not the user's: the
-    /// frames before it are waiting) and asks the CPU for the `ahead` slots from it that it
-    /// has not been asked for yet. The status words it passes over are the ones the kernel
-    /// has just written, each read once a lap.
-    fn warm_kernel(&mut self) {
+    /// Asks the CPU for the slots from `start` up to `ahead` past it that the last call for
+    /// this side, which left `warmed`, has not asked for. Returns the new `warmed` and the
+    /// slots asked for, as distances from `start`.
+    fn warm_from(&self, start: u32, warmed: u32) -> (u32, std::ops::Range<u32>) {
         let n = self.geo.frame_nr;
-        let moved = (self.head + n - self.khead_seen) % n;
-        self.khead_seen = self.head;
-        self.kdist = self.kdist.saturating_sub(moved);
+        let mut done = (warmed + n - start) % n;
+        if done > self.ahead {
+            done = 0;
+        }
+        for i in done..self.ahead {
+            self.prefetch_slot((start + i) % n);
+        }
+        ((start + self.ahead) % n, done..self.ahead)
+    }
+
+    /// Asks the CPU to load the slots up to `ahead` past the head (the next frames the
+    /// consumer reads, or, when it has caught up, the slots the kernel fills next), and the
+    /// `ahead` slots from the kernel's next slot: the first from the head that is not the
+    /// user's, found by walking the status words the kernel has just written, each once a
+    /// lap. A slot is handed back a whole lap before the kernel fills it again, so at eight
+    /// guests both find it long out of cache.
+    fn warm(&mut self) {
+        let n = self.geo.frame_nr;
+        let (warmed, _asked) = self.warm_from(self.head, self.warmed);
+        #[cfg(test)]
+        self.asked.0.extend(_asked.map(|i| (self.head + i) % n));
+        self.warmed = warmed;
         while self.kdist < n - 1
             && self
                 .status_at(self.head + self.kdist)
@@ -384,34 +402,10 @@ impl Ring {
             self.kdist += 1;
         }
         let k = (self.head + self.kdist) % n;
-        let mut done = (self.kwarmed + n - k) % n;
-        if done > self.ahead {
-            done = 0;
-        }
-        for i in done..self.ahead {
-            self.prefetch_slot(k + i);
-            #[cfg(test)]
-            self.asked.1.push((k + i) % n);
-        }
-        self.kwarmed = (k + self.ahead) % n;
-    }
-
-    /// Asks the CPU to load the lines of the slots up to `ahead` past the head that it has not
-    /// been asked for yet: the next frames the consumer reads, or, when it has caught up, the
-    /// slots the kernel fills next. A slot is handed back a whole lap before the kernel fills it
-    /// again, so at eight guests both find it long out of cache.
-    fn warm(&mut self) {
-        let n = self.geo.frame_nr;
-        let mut done = (self.warmed + n - self.head) % n;
-        if done > self.ahead {
-            done = 0;
-        }
-        for i in done..self.ahead {
-            self.prefetch_slot(self.head + i);
-            #[cfg(test)]
-            self.asked.0.push((self.head + i) % n);
-        }
-        self.warmed = (self.head + self.ahead) % n;
+        let (kwarmed, _asked) = self.warm_from(k, self.kwarmed);
+        #[cfg(test)]
+        self.asked.1.extend(_asked.map(|i| (k + i) % n));
+        self.kwarmed = kwarmed;
     }
 
     /// Slots leased out and not yet handed back.
@@ -421,11 +415,7 @@ impl Ring {
 
     /// Whether slot `i` is leased out.
     fn is_leased(&self, i: u32) -> bool {
-        let off = self.geo.frame_offset(i % self.geo.frame_nr);
-        // SAFETY: off < map_len, so the pointer stays inside the mapping; the slot start is
-        // 16-byte aligned and its status word is only accessed atomically.
-        let status = unsafe { &*self.map.base().add(off).cast::<AtomicU32>() };
-        status.load(Ordering::Relaxed) == crate::buf::LEASED
+        self.status_at(i).load(Ordering::Relaxed) == crate::buf::LEASED
     }
 
     /// Whether a lease stands in the kernel's way: on the newest frame taken (the kernel reports
@@ -462,11 +452,7 @@ impl Ring {
     /// Whether the head slot holds a frame for user space, without taking it: a look at one
     /// status word, no system call.
     pub fn head_ready(&self) -> bool {
-        let off = self.geo.frame_offset(self.head);
-        // SAFETY: off < map_len (head < frame_nr), so the pointer stays inside the mapping;
-        // the slot start is 16-byte aligned and its status word is only accessed atomically.
-        let status = unsafe { &*self.map.base().add(off).cast::<AtomicU32>() };
-        status.load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
+        self.status_at(self.head).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
     }
 
     /// Looks at the head slot. When it is owned by user space, calls `f` with its validated
@@ -476,7 +462,6 @@ impl Ring {
     pub fn consume<R>(&mut self, f: impl FnOnce(Slot<'_>) -> R) -> Option<R> {
         if self.ahead > 0 {
             self.warm();
-            self.warm_kernel();
         }
         let off = self.geo.frame_offset(self.head);
         // SAFETY: off < map_len (head < frame_nr), so the pointer stays inside the mapping.
@@ -495,6 +480,7 @@ impl Ring {
             status: status_ptr,
             head: &mut self.head,
             behind: &mut self.behind,
+            kdist: &mut self.kdist,
             frame_nr,
             taken: &taken,
         };

@@ -345,10 +345,7 @@ fn run_scenario(sc: scenario::Scenario, args: &BenchArgs) -> Result<()> {
             .map(crate::config::check_ring_frames)
             .transpose()?,
         port_queues: check_port_queues(args.port_queues)?,
-        ring_prefetch: args
-            .ring_prefetch
-            .map(crate::config::check_ring_prefetch)
-            .transpose()?,
+        ring_prefetch: check_ring_prefetch(args.ring_prefetch)?,
         budget: crate::config::check_budget(args.budget)?,
         mtu: crate::config::check_mtu(args.mtu)?,
     };
@@ -442,10 +439,7 @@ fn record_plan(args: &BenchArgs) -> Result<(records::RecordPlan, measure::Params
             .map(crate::config::check_ring_frames)
             .transpose()?,
         port_queues: check_port_queues(args.port_queues)?,
-        ring_prefetch: args
-            .ring_prefetch
-            .map(crate::config::check_ring_prefetch)
-            .transpose()?,
+        ring_prefetch: check_ring_prefetch(args.ring_prefetch)?,
         budget: crate::config::check_budget(args.budget)?,
         mtu: crate::config::check_mtu(args.mtu)?,
         placement: measure::GuestPlacement::Same,
@@ -676,10 +670,7 @@ impl Plan {
             .map(crate::config::check_ring_frames)
             .transpose()?;
         let port_queues = check_port_queues(args.port_queues)?;
-        let ring_prefetch = args
-            .ring_prefetch
-            .map(crate::config::check_ring_prefetch)
-            .transpose()?;
+        let ring_prefetch = check_ring_prefetch(args.ring_prefetch)?;
         let budget = crate::config::check_budget(args.budget)?;
         let mtu = crate::config::check_mtu(args.mtu)?;
         let placement = match args.placement.as_deref() {
@@ -798,9 +789,6 @@ impl Plan {
     }
 }
 
-/// For each configuration that runs with one guest and with more (a guest sweep), the one
-/// with the most guests: what the one-testbed comparison runs. Streams into guests only (not
-/// `@tx`), and neither HVM nor guest-to-guest configurations.
 /// Checks a `--port-queues` value (bounds only: a configuration on a port with one queue
 /// gets one, [`configs::port_queues_for`]).
 fn check_port_queues(n: Option<u32>) -> Result<Option<u32>> {
@@ -808,6 +796,14 @@ fn check_port_queues(n: Option<u32>) -> Result<Option<u32>> {
         .transpose()
 }
 
+/// Checks `--ring-prefetch` when given (None: each configuration's default).
+fn check_ring_prefetch(n: Option<u32>) -> Result<Option<u32>> {
+    n.map(crate::config::check_ring_prefetch).transpose()
+}
+
+/// For each configuration that runs with one guest and with more (a guest sweep), the one
+/// with the most guests: what the one-testbed comparison runs. Streams into guests only (not
+/// `@tx`), and neither HVM nor guest-to-guest configurations.
 fn scaling_configs(configs: &[String]) -> Vec<String> {
     let mut best: Vec<(String, usize, String)> = Vec::new();
     for c in configs {
