@@ -4,6 +4,7 @@
 use anyhow::{bail, Context, Result};
 use pvnet_dd::netback::Mechanism;
 use pvnet_dd::{lro, switch};
+use serde::Serialize;
 
 use crate::admin::{LroChange, SetRequest};
 use crate::config::{DaemonConfig, LroSettings, Mode};
@@ -425,6 +426,40 @@ pub fn parse_exit_costs(s: &str) -> Result<Vec<u64>> {
         bail!("--exit-cost-ns names no cost");
     }
     Ok(v)
+}
+
+/// The physical port's settings a bench run is asked for (`--ring-frames`, `--port-queues`,
+/// `--ring-prefetch`, `--budget`, `--mtu`), applied the same way to the daemon of every
+/// configuration it runs, whatever it measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PortParams {
+    /// Slots of the port's packet ring (PV configurations), or None for each configuration's
+    /// default ([`crate::config::default_ring_frames`]).
+    pub ring_frames: Option<u32>,
+    /// Receive queues of the port (PV configurations), or None for each configuration's
+    /// default ([`crate::config::default_port_queues`]).
+    pub port_queues: Option<u32>,
+    /// Slots of the port's ring loaded before use (PV configurations), or None for the
+    /// default ([`pvnet_pnic::DEFAULT_PREFETCH`]).
+    pub ring_prefetch: Option<u32>,
+    /// Frames per poll of the port (PV configurations).
+    pub budget: usize,
+    /// MTU of the wire and every interface on the path.
+    pub mtu: u32,
+}
+
+impl PortParams {
+    /// `base` (a configuration's daemon, [`daemon_config`]) with these settings applied.
+    pub fn apply(&self, base: DaemonConfig) -> DaemonConfig {
+        DaemonConfig {
+            ring_frames: ring_frames_for(&base, self.ring_frames),
+            port_queues: port_queues_for(&base, self.port_queues),
+            ring_prefetch: self.ring_prefetch.unwrap_or(base.ring_prefetch),
+            budget: self.budget,
+            mtu: self.mtu,
+            ..base
+        }
+    }
 }
 
 /// Slots of the physical port's ring for `cfg`, the bench having been asked for `asked`

@@ -41,25 +41,28 @@ pub struct Params {
     pub msg_size: usize,
     pub tool: Tool,
     pub tsc_hz: u64,
-    /// Slots of the physical port's packet ring (PV configurations; `--ring-frames`), or
-    /// None for each configuration's default ([`crate::config::default_ring_frames`]).
-    pub ring_frames: Option<u32>,
-    /// Receive queues of the physical port (PV configurations; `--port-queues`), or None for
-    /// each configuration's default ([`crate::config::default_port_queues`]).
-    pub port_queues: Option<u32>,
-    /// Slots of the port's ring loaded before use (PV configurations; `--ring-prefetch`), or
-    /// None for the default ([`pvnet_pnic::DEFAULT_PREFETCH`]).
-    pub ring_prefetch: Option<u32>,
-    /// Frames per poll of the physical port (PV configurations).
-    pub budget: usize,
-    /// MTU of the wire and every interface on the path (`--mtu`).
-    pub mtu: u32,
+    /// The physical port's settings (`--ring-frames`, `--port-queues`, `--ring-prefetch`,
+    /// `--budget`, `--mtu`).
+    #[serde(flatten)]
+    pub port: configs::PortParams,
     /// Where the guests' processes and their receivers run (`--placement` with several
     /// guests).
     pub placement: GuestPlacement,
     /// `--guest-cgroups`: each guest's netfront and receiver in a CPU group of its own (None:
     /// the daemon's default).
     pub guest_cgroups: Option<bool>,
+}
+
+impl Params {
+    /// `base` (a configuration's daemon) with the port's settings and `--guest-cgroups`
+    /// applied.
+    pub fn daemon_config(&self, base: DaemonConfig) -> DaemonConfig {
+        let guest_cgroups = self.guest_cgroups.unwrap_or(base.guest_cgroups);
+        DaemonConfig {
+            guest_cgroups,
+            ..self.port.apply(base)
+        }
+    }
 }
 
 /// Where the receiving side's processes run when several guests stream at once: each
@@ -232,16 +235,7 @@ pub fn run_one(
     progress: &Progress,
 ) -> Result<Sample> {
     let t0 = Instant::now();
-    let base_cfg = configs::daemon_config(config)?;
-    let cfg = DaemonConfig {
-        ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
-        port_queues: configs::port_queues_for(&base_cfg, p.port_queues),
-        ring_prefetch: p.ring_prefetch.unwrap_or(base_cfg.ring_prefetch),
-        budget: p.budget,
-        mtu: p.mtu,
-        guest_cgroups: p.guest_cgroups.unwrap_or(base_cfg.guest_cgroups),
-        ..base_cfg
-    };
+    let cfg = p.daemon_config(configs::daemon_config(config)?);
     let (mut s, info) = testbed::with_testbed(&cfg, config, progress, |info| {
         measure(
             info,

@@ -340,14 +340,7 @@ fn run_scenario(sc: scenario::Scenario, args: &BenchArgs) -> Result<()> {
             .rr_duration
             .unwrap_or(if args.quick { 1.0 } else { 1.5 }),
         msg_size: args.msg_size,
-        ring_frames: args
-            .ring_frames
-            .map(crate::config::check_ring_frames)
-            .transpose()?,
-        port_queues: check_port_queues(args.port_queues)?,
-        ring_prefetch: check_ring_prefetch(args.ring_prefetch)?,
-        budget: crate::config::check_budget(args.budget)?,
-        mtu: crate::config::check_mtu(args.mtu)?,
+        port: port_params(args)?,
     };
     if params.reps == 0 || params.stream_seconds <= 0.0 || params.rr_seconds <= 0.0 {
         bail!("--reps, --duration and --rr-duration must be positive");
@@ -434,14 +427,7 @@ fn record_plan(args: &BenchArgs) -> Result<(records::RecordPlan, measure::Params
         msg_size: args.msg_size,
         tool: Tool::Builtin,
         tsc_hz: pvnet_perf::cpu::tsc_hz(),
-        ring_frames: args
-            .ring_frames
-            .map(crate::config::check_ring_frames)
-            .transpose()?,
-        port_queues: check_port_queues(args.port_queues)?,
-        ring_prefetch: check_ring_prefetch(args.ring_prefetch)?,
-        budget: crate::config::check_budget(args.budget)?,
-        mtu: crate::config::check_mtu(args.mtu)?,
+        port: port_params(args)?,
         placement: measure::GuestPlacement::Same,
         guest_cgroups: args.guest_cgroups,
     };
@@ -665,14 +651,7 @@ impl Plan {
             }
         }
         let pair = configs::parse_pair(&args.paired)?;
-        let ring_frames = args
-            .ring_frames
-            .map(crate::config::check_ring_frames)
-            .transpose()?;
-        let port_queues = check_port_queues(args.port_queues)?;
-        let ring_prefetch = check_ring_prefetch(args.ring_prefetch)?;
-        let budget = crate::config::check_budget(args.budget)?;
-        let mtu = crate::config::check_mtu(args.mtu)?;
+        let port = port_params(args)?;
         let placement = match args.placement.as_deref() {
             None => measure::GuestPlacement::default(),
             Some(s) => {
@@ -712,11 +691,7 @@ impl Plan {
                 msg_size: args.msg_size,
                 tool: args.tool,
                 tsc_hz: pvnet_perf::cpu::tsc_hz(),
-                ring_frames,
-                port_queues,
-                ring_prefetch,
-                budget,
-                mtu,
+                port,
                 placement,
                 guest_cgroups: args.guest_cgroups,
             },
@@ -789,16 +764,24 @@ impl Plan {
     }
 }
 
-/// Checks a `--port-queues` value (bounds only: a configuration on a port with one queue
-/// gets one, [`configs::port_queues_for`]).
-fn check_port_queues(n: Option<u32>) -> Result<Option<u32>> {
-    n.map(|n| crate::config::check_port_queues(n, false, crate::config::PortRing::V2))
-        .transpose()
-}
-
-/// Checks `--ring-prefetch` when given (None: each configuration's default).
-fn check_ring_prefetch(n: Option<u32>) -> Result<Option<u32>> {
-    n.map(crate::config::check_ring_prefetch).transpose()
+/// The port's settings from `--ring-frames`, `--port-queues`, `--ring-prefetch`, `--budget`
+/// and `--mtu`, each checked against its bounds (a configuration on a port with one queue
+/// still gets one, [`configs::port_queues_for`]).
+fn port_params(args: &BenchArgs) -> Result<configs::PortParams> {
+    let (v2, frames) = (crate::config::PortRing::V2, false);
+    Ok(configs::PortParams {
+        ring_frames: (args.ring_frames)
+            .map(crate::config::check_ring_frames)
+            .transpose()?,
+        port_queues: (args.port_queues)
+            .map(|n| crate::config::check_port_queues(n, frames, v2))
+            .transpose()?,
+        ring_prefetch: (args.ring_prefetch)
+            .map(crate::config::check_ring_prefetch)
+            .transpose()?,
+        budget: crate::config::check_budget(args.budget)?,
+        mtu: crate::config::check_mtu(args.mtu)?,
+    })
 }
 
 /// For each configuration that runs with one guest and with more (a guest sweep), the one
@@ -1121,6 +1104,83 @@ mod tests {
         // One guest and no sweep of guests: nothing to place.
         assert!(plan(&["--placement", "free"]).is_err());
         assert!(plan(&["--guests", "2", "--placement", "split"]).is_err());
+    }
+
+    #[test]
+    fn the_ports_settings_reach_every_daemon_the_bench_starts() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct B {
+            #[command(flatten)]
+            b: BenchArgs,
+        }
+        let args = |extra: &[&str]| {
+            B::try_parse_from(["bench"].iter().chain(extra))
+                .map_err(|e| e.to_string())
+                .map(|b| b.b)
+        };
+        let asked = [
+            "--ring-frames",
+            "4096",
+            "--port-queues",
+            "2",
+            "--ring-prefetch",
+            "9",
+            "--budget",
+            "128",
+            "--mtu",
+            "4000",
+            "--guest-cgroups",
+            "off",
+        ];
+        let a = args(&asked).unwrap();
+        let streams = Plan::new(&a).unwrap().params.measure;
+        let (_, records) =
+            record_plan(&args(&[&asked[..], &["--sweep", "record-size"]].concat()).unwrap())
+                .unwrap();
+        assert_eq!(streams.port, records.port);
+        assert_eq!(streams.port, port_params(&a).unwrap());
+        let cfg = streams.daemon_config(configs::daemon_config("adaptive/g4").unwrap());
+        assert_eq!(
+            (
+                cfg.ring_frames,
+                cfg.port_queues,
+                cfg.ring_prefetch,
+                cfg.budget,
+                cfg.mtu
+            ),
+            (4096, 2, 9, 128, 4000)
+        );
+        assert!(!cfg.guest_cgroups);
+        // The scenarios take the port's settings and leave the cgroups to the daemon.
+        let base = configs::daemon_config("adaptive/g2").unwrap();
+        let two = streams.port.apply(base.clone());
+        assert_eq!(
+            (two.ring_frames, two.ring_prefetch, two.mtu),
+            (4096, 9, 4000)
+        );
+        assert_eq!(two.guest_cgroups, base.guest_cgroups);
+        // Nothing asked: each configuration's own defaults.
+        let none = Plan::new(&args(&[]).unwrap()).unwrap().params.measure;
+        let d = configs::daemon_config("adaptive/g4").unwrap();
+        let got = none.daemon_config(d.clone());
+        assert_eq!(
+            (got.ring_frames, got.port_queues, got.ring_prefetch),
+            (d.ring_frames, d.port_queues, pvnet_pnic::DEFAULT_PREFETCH)
+        );
+        // results.json keeps the settings at the top of its parameters.
+        let json = serde_json::to_value(streams).unwrap();
+        assert_eq!(json["ring_prefetch"], 9);
+        assert_eq!(json["mtu"], 4000);
+        for bad in [
+            &["--ring-prefetch", "65"][..],
+            &["--budget", "0"],
+            &["--mtu", "10"],
+        ] {
+            let e = port_params(&args(bad).unwrap()).unwrap_err().to_string();
+            assert!(e.starts_with(bad[0]) && e.ends_with(bad[1]), "{bad:?}: {e}");
+            assert!(Plan::new(&args(bad).unwrap()).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

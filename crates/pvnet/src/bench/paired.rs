@@ -23,7 +23,7 @@ use super::progress::Progress;
 use super::summary::{geomean_ci95_batched, Stat};
 use super::{child, configs, interrupt, testbed};
 use crate::admin::{self, AdminReply, AdminRequest, SetRequest};
-use crate::config::DaemonConfig;
+
 use pvnet_perf::RrSlice;
 
 /// The project's criterion ("`adaptive` TCP_RR within 2 % of `xen`") judged on the confidence
@@ -151,15 +151,7 @@ pub fn run(
     let t0 = Instant::now();
     let set_base = configs::set_request(base)?;
     let set_other = configs::set_request(other)?;
-    let base_cfg = configs::daemon_config(base)?;
-    let cfg = DaemonConfig {
-        ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
-        port_queues: configs::port_queues_for(&base_cfg, p.port_queues),
-        ring_prefetch: p.ring_prefetch.unwrap_or(base_cfg.ring_prefetch),
-        budget: p.budget,
-        mtu: p.mtu,
-        ..base_cfg
-    };
+    let cfg = p.daemon_config(configs::daemon_config(base)?);
     let (mut p, info) = testbed::with_testbed(&cfg, base, progress, |info| {
         rounds_on(
             info, base, other, &set_base, &set_other, rounds, seconds, progress,

@@ -23,7 +23,7 @@ use super::hvm::{self, HvmCounters};
 use super::measure::{self, PORT};
 use super::progress::Progress;
 use super::testbed;
-use crate::config::{DaemonConfig, Mode};
+use crate::config::Mode;
 use crate::rundir::RunInfo;
 
 /// Records per size unless `--records` says otherwise.
@@ -107,15 +107,7 @@ pub fn run_config(
     p: &measure::Params,
     progress: &Progress,
 ) -> Result<Vec<RecordPoint>> {
-    let base_cfg = configs::daemon_config(config)?;
-    let cfg = DaemonConfig {
-        ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
-        port_queues: configs::port_queues_for(&base_cfg, p.port_queues),
-        ring_prefetch: p.ring_prefetch.unwrap_or(base_cfg.ring_prefetch),
-        budget: p.budget,
-        mtu: p.mtu,
-        ..base_cfg
-    };
+    let cfg = p.daemon_config(configs::daemon_config(config)?);
     let dir = configs::Name::parse(config)?.dir;
     let (points, _) = testbed::with_testbed(&cfg, config, progress, |info| {
         sizes(

@@ -505,8 +505,8 @@ pub fn markdown(run: &Run) -> String {
         p.measure.rr_seconds,
         super::configs::RX_CPU,
         super::configs::TX_CPU,
-        p.measure.mtu,
-        match p.measure.ring_frames {
+        p.measure.port.mtu,
+        match p.measure.port.ring_frames {
             Some(n) => format!("{n} slots"),
             None => format!(
                 "{} slots for one or two guests and {} more for every two after that",
@@ -514,14 +514,14 @@ pub fn markdown(run: &Run) -> String {
                 pvnet_pnic::DEFAULT_FRAME_NR
             ),
         },
-        pvnet_pnic::frame_size_for_mtu(p.measure.mtu),
-        match p.measure.port_queues {
+        pvnet_pnic::frame_size_for_mtu(p.measure.port.mtu),
+        match p.measure.port.port_queues {
             Some(1) => "one receive queue for all guests".to_string(),
             Some(n) => format!("split between {n} receive queues (by destination MAC)"),
             None => "split between one receive queue per guest (by destination MAC)".to_string(),
         },
-        p.measure.budget,
-        match p.measure.ring_prefetch.unwrap_or(pvnet_pnic::DEFAULT_PREFETCH) {
+        p.measure.port.budget,
+        match p.measure.port.ring_prefetch.unwrap_or(pvnet_pnic::DEFAULT_PREFETCH) {
             0 => "no slot loaded before use".to_string(),
             n => format!("{n} slots past the next frame and past the kernel's next slot loaded before use"),
         },

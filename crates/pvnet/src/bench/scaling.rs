@@ -26,7 +26,7 @@ use super::progress::Progress;
 use super::report::{fmt, Table};
 use super::summary::{geomean_ci95, geomean_ci95_batched, ConfigSummary, Stat};
 use super::{child, configs, interrupt, testbed};
-use crate::config::{DaemonConfig, Mode};
+use crate::config::Mode;
 use crate::rundir::RunInfo;
 
 /// The aggregate of N guests at least this fraction of one guest's.
@@ -342,16 +342,7 @@ pub fn run_one_testbed(
     if guests < 2 {
         bail!("{config}: the one-testbed comparison needs at least 2 guests");
     }
-    let base_cfg = configs::daemon_config(config)?;
-    let cfg = DaemonConfig {
-        ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
-        port_queues: configs::port_queues_for(&base_cfg, p.port_queues),
-        ring_prefetch: p.ring_prefetch.unwrap_or(base_cfg.ring_prefetch),
-        budget: p.budget,
-        mtu: p.mtu,
-        guest_cgroups: p.guest_cgroups.unwrap_or(base_cfg.guest_cgroups),
-        ..base_cfg
-    };
+    let cfg = p.daemon_config(configs::daemon_config(config)?);
     let mode = cfg.mode;
     let (mut r, info) = testbed::with_testbed(&cfg, config, progress, |info| {
         rounds_on(info, mode, config, guests, rounds, p, progress)

@@ -39,7 +39,7 @@ use super::measure::{self, Sample, PORT};
 use super::progress::Progress;
 use super::report::Table;
 use super::{interrupt, machine, testbed};
-use crate::config::{DaemonConfig, Mode};
+use crate::config::Mode;
 use crate::rundir::RunInfo;
 
 /// The consolidation workloads.
@@ -165,11 +165,9 @@ pub struct Params {
     pub stream_seconds: f64,
     pub rr_seconds: f64,
     pub msg_size: usize,
-    pub ring_frames: Option<u32>,
-    pub port_queues: Option<u32>,
-    pub ring_prefetch: Option<u32>,
-    pub budget: usize,
-    pub mtu: u32,
+    /// The physical port's settings.
+    #[serde(flatten)]
+    pub port: configs::PortParams,
 }
 
 impl Params {
@@ -281,15 +279,7 @@ pub fn run(configs: Vec<String>, params: Params, out: &Path) -> Result<ScenarioR
 fn run_one(config: &str, rep: usize, p: &Params, progress: &Progress) -> Result<ScenarioSample> {
     let t0 = Instant::now();
     let two = format!("{config}{}2", configs::GUESTS_SUFFIX);
-    let base_cfg = configs::daemon_config(&two)?;
-    let cfg = DaemonConfig {
-        ring_frames: configs::ring_frames_for(&base_cfg, p.ring_frames),
-        port_queues: configs::port_queues_for(&base_cfg, p.port_queues),
-        ring_prefetch: p.ring_prefetch.unwrap_or(base_cfg.ring_prefetch),
-        budget: p.budget,
-        mtu: p.mtu,
-        ..base_cfg
-    };
+    let cfg = p.port.apply(configs::daemon_config(&two)?);
     let quiet_first = rep % 2 == 1;
     let ((quiet, loaded), info) =
         testbed::with_testbed(&cfg, &two, progress, |info| match p.scenario {
@@ -828,11 +818,13 @@ mod tests {
                 stream_seconds: 1.0,
                 rr_seconds: 1.0,
                 msg_size: 1,
-                ring_frames: None,
-                port_queues: None,
-                ring_prefetch: None,
-                budget: 1,
-                mtu: 1500,
+                port: configs::PortParams {
+                    ring_frames: None,
+                    port_queues: None,
+                    ring_prefetch: None,
+                    budget: 1,
+                    mtu: 1500,
+                },
             },
             configs: vec!["xen".into(), "adaptive".into()],
             samples,
