@@ -57,9 +57,10 @@ enum Cmd {
         /// Run id (default: a fresh one); names are `pvnet-<id>-<role>`.
         #[arg(long)]
         id: Option<String>,
-        /// Frames per physical-port poll (NAPI budget), 1 to 512.
-        #[arg(long, default_value_t = config::DEFAULT_BUDGET)]
-        budget: usize,
+        /// Frames per physical-port poll (NAPI budget), 1 to 512. Default: 64; 256 with
+        /// --mode relay, whose TAP writes want the longer batch when guests share a poll.
+        #[arg(long)]
+        budget: Option<usize>,
         /// Slots of the physical port's packet ring (256 to 65536; 1664 bytes each, 64 KiB
         /// with --port-gro). Fewer slots stay warmer in the cache, but the kernel drops what
         /// arrives while they are full. Default 4096 for one or two guests and 4096 more for
@@ -659,7 +660,7 @@ fn run(cli: Cli) -> Result<()> {
             if mode != Mode::Xen && grant != pvnet_dd::netback::Mechanism::Copy {
                 bail!("--grant {grant} needs --mode xen (the only mode with grants)");
             }
-            config::check_budget(budget)?;
+            let budget = config::check_budget(budget.unwrap_or(config::default_budget(mode)))?;
             let limits = limits.limits();
             limits.check(budget)?;
             let ring_frames = config::check_ring_frames(

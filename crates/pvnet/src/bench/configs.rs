@@ -338,6 +338,7 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
             crate::config::PortRing::V2
         },
         grant,
+        budget: crate::config::default_budget(mode),
         // Flip needs the driver domain's machine frames (g2g-flip too); copy-frames is copy
         // from the same frame port.
         port_frames: matches!(config, "flip" | "copy-frames") || grant == Mechanism::Flip,
@@ -442,8 +443,9 @@ pub struct PortParams {
     /// Slots of the port's ring loaded before use (PV configurations), or None for the
     /// default ([`pvnet_pnic::DEFAULT_PREFETCH`]).
     pub ring_prefetch: Option<u32>,
-    /// Frames per poll of the port (PV configurations).
-    pub budget: usize,
+    /// Frames per poll of the port (PV configurations), or None for each configuration's
+    /// default ([`crate::config::default_budget`]).
+    pub budget: Option<usize>,
     /// MTU of the wire and every interface on the path.
     pub mtu: u32,
 }
@@ -455,7 +457,7 @@ impl PortParams {
             ring_frames: ring_frames_for(&base, self.ring_frames),
             port_queues: port_queues_for(&base, self.port_queues),
             ring_prefetch: self.ring_prefetch.unwrap_or(base.ring_prefetch),
-            budget: self.budget,
+            budget: self.budget.unwrap_or(base.budget),
             mtu: self.mtu,
             ..base
         }

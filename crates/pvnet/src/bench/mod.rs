@@ -153,8 +153,9 @@ pub struct BenchArgs {
     /// Frames per poll of the physical port (NAPI budget) in the PV configurations (1 to 512),
     /// as `pvnet up --budget`. Smaller polls aggregate less per poll, as in Nakanjima and Oi's measurements, where
     /// `lro` made 2.55 segments per aggregate.
-    #[arg(long, default_value_t = crate::config::DEFAULT_BUDGET)]
-    pub budget: usize,
+    /// Default: `up`'s (64; 256 for `relay` and `relay-adaptive`).
+    #[arg(long)]
+    pub budget: Option<usize>,
     /// MTU of the wire, the physical port and the guests' interfaces in every configuration
     /// (1280 to 65535; the PV configurations stop at a TAP's 65521), as `pvnet up --mtu`.
     #[arg(long, default_value_t = crate::config::DEFAULT_MTU)]
@@ -779,7 +780,7 @@ fn port_params(args: &BenchArgs) -> Result<configs::PortParams> {
         ring_prefetch: (args.ring_prefetch)
             .map(crate::config::check_ring_prefetch)
             .transpose()?,
-        budget: crate::config::check_budget(args.budget)?,
+        budget: (args.budget).map(crate::config::check_budget).transpose()?,
         mtu: crate::config::check_mtu(args.mtu)?,
     })
 }
@@ -1160,18 +1161,38 @@ mod tests {
             (4096, 9, 4000)
         );
         assert_eq!(two.guest_cgroups, base.guest_cgroups);
+        let relay = streams.daemon_config(configs::daemon_config("relay/g8").unwrap());
+        assert_eq!(
+            relay.budget, 128,
+            "an asked budget is every configuration's"
+        );
         // Nothing asked: each configuration's own defaults.
         let none = Plan::new(&args(&[]).unwrap()).unwrap().params.measure;
         let d = configs::daemon_config("adaptive/g4").unwrap();
         let got = none.daemon_config(d.clone());
         assert_eq!(
-            (got.ring_frames, got.port_queues, got.ring_prefetch),
-            (d.ring_frames, d.port_queues, pvnet_pnic::DEFAULT_PREFETCH)
+            (
+                got.ring_frames,
+                got.port_queues,
+                got.ring_prefetch,
+                got.budget
+            ),
+            (
+                d.ring_frames,
+                d.port_queues,
+                pvnet_pnic::DEFAULT_PREFETCH,
+                64
+            )
         );
+        for floor in ["relay/g8", "relay-adaptive"] {
+            let r = none.daemon_config(configs::daemon_config(floor).unwrap());
+            assert_eq!(r.budget, crate::config::RELAY_BUDGET, "{floor}");
+        }
         // results.json keeps the settings at the top of its parameters.
         let json = serde_json::to_value(streams).unwrap();
         assert_eq!(json["ring_prefetch"], 9);
         assert_eq!(json["mtu"], 4000);
+        assert_eq!(json["budget"], 128);
         for bad in [
             &["--ring-prefetch", "65"][..],
             &["--budget", "0"],

@@ -520,7 +520,14 @@ pub fn markdown(run: &Run) -> String {
             Some(n) => format!("split between {n} receive queues (by destination MAC)"),
             None => "split between one receive queue per guest (by destination MAC)".to_string(),
         },
-        p.measure.port.budget,
+        match p.measure.port.budget {
+            Some(n) => n.to_string(),
+            None => format!(
+                "{} ({} in `relay` and `relay-adaptive`)",
+                crate::config::DEFAULT_BUDGET,
+                crate::config::RELAY_BUDGET
+            ),
+        },
         match p.measure.port.ring_prefetch.unwrap_or(pvnet_pnic::DEFAULT_PREFETCH) {
             0 => "no slot loaded before use".to_string(),
             n => format!("{n} slots past the next frame and past the kernel's next slot loaded before use"),

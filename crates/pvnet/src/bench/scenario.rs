@@ -822,7 +822,7 @@ mod tests {
                     ring_frames: None,
                     port_queues: None,
                     ring_prefetch: None,
-                    budget: 1,
+                    budget: Some(1),
                     mtu: 1500,
                 },
             },
