@@ -277,6 +277,7 @@ pub fn default_budget(mode: Mode) -> usize {
         Mode::Xen | Mode::Linux => DEFAULT_BUDGET,
     }
 }
+
 /// Bounds of the physical port's poll budget. The port is not polled while a guest's RX queue
 /// could not take a poll's worth of frames ([`pvnet_dd::netback::RX_QUEUE_LIMIT`]): a budget
 /// near the limit would hold the port back most of the time, one over it always.

@@ -769,13 +769,13 @@ impl Plan {
 /// and `--mtu`, each checked against its bounds (a configuration on a port with one queue
 /// still gets one, [`configs::port_queues_for`]).
 fn port_params(args: &BenchArgs) -> Result<configs::PortParams> {
-    let (v2, frames) = (crate::config::PortRing::V2, false);
+    use crate::config::PortRing;
     Ok(configs::PortParams {
         ring_frames: (args.ring_frames)
             .map(crate::config::check_ring_frames)
             .transpose()?,
         port_queues: (args.port_queues)
-            .map(|n| crate::config::check_port_queues(n, frames, v2))
+            .map(|n| crate::config::check_port_queues(n, false, PortRing::V2))
             .transpose()?,
         ring_prefetch: (args.ring_prefetch)
             .map(crate::config::check_ring_prefetch)
