@@ -122,6 +122,16 @@ pub const EXTRA: [(&str, &str); 19] = [
     ),
 ];
 
+/// Each PV configuration that has a floor, and that floor: the relay on the same port with the
+/// same flush, without the grant copy, the guest's ring and netfront. What Xen's machinery
+/// costs is the distance between the two in the same run.
+pub const FLOORS: [(&str, &str); 2] = [("xen", "relay"), ("adaptive", "relay-adaptive")];
+
+/// The floor of the configuration base `base` (`xen`: `relay`), if it has one.
+pub fn floor_of(base: &str) -> Option<&'static str> {
+    FLOORS.iter().find(|(c, _)| *c == base).map(|(_, f)| *f)
+}
+
 /// The prefix of the guest-to-guest configurations: `g2g-MECHANISM` streams from guest 0 to
 /// guest 1 with netback running that grant mechanism (any of [`Mechanism::ALL`], so a new
 /// mechanism gets its configuration by being added there).
@@ -601,6 +611,18 @@ mod tests {
 
     fn has_lro(config: &str) -> bool {
         daemon_config(config).is_ok_and(|c| c.lro.is_some())
+    }
+
+    #[test]
+    fn each_floor_is_the_relay_with_its_configuration_s_flush() {
+        for (c, f) in FLOORS {
+            assert_eq!(floor_of(c), Some(f));
+            let (pv, floor) = (daemon_config(c).unwrap(), daemon_config(f).unwrap());
+            assert_eq!((pv.mode, floor.mode), (Mode::Xen, Mode::Relay), "{c}, {f}");
+            assert_eq!(pv.lro, floor.lro, "{c} and {f} flush alike");
+        }
+        assert_eq!(floor_of("relay"), None);
+        assert_eq!(floor_of("da"), None, "no relay flushes every 2nd poll");
     }
 
     #[test]

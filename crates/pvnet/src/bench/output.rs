@@ -105,6 +105,7 @@ pub fn results_json(run: &Run) -> Value {
         "sweep": sweep,
         "scaling": scaling_json(run),
         "scaling_one_testbed": run.one_testbed,
+        "scaling_one_testbed_vs_floor": scaling::against_floors(&run.one_testbed),
         "scaling_one_testbed_errors": run.one_testbed_errors,
         "rr_paired": run.paired,
         "rr_paired_error": run.paired_error,

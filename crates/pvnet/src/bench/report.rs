@@ -599,6 +599,9 @@ pub fn markdown(run: &Run) -> String {
         if !run.one_testbed.is_empty() {
             s.push_str(&super::scaling::one_testbed_table(&run.one_testbed).markdown());
             let _ = writeln!(s, "\n{}\n", super::scaling::ONE_TESTBED_NOTE);
+            if !super::scaling::against_floors(&run.one_testbed).is_empty() {
+                let _ = writeln!(s, "{}\n", super::scaling::floors_note());
+            }
         }
         s.push_str("![guests](guests.svg)\n\n");
     }

@@ -24,7 +24,9 @@ use super::paired::Verdict;
 use super::plot::guest_lines;
 use super::progress::Progress;
 use super::report::{fmt, Table};
-use super::summary::{geomean_ci95, geomean_ci95_batched, ConfigSummary, Stat};
+use super::summary::{
+    geomean_ci95, geomean_ci95_batched, geomean_quotient_ci95_batched, ConfigSummary, Stat,
+};
 use super::{child, configs, interrupt, testbed};
 use crate::config::Mode;
 use crate::rundir::RunInfo;
@@ -265,6 +267,40 @@ impl OneTestbed {
     }
 }
 
+/// A configuration's one-testbed N ÷ 1 against its floor's ([`configs::FLOORS`]) at the same N
+/// in the same run: the quotient of the two geometric means and its interval (two testbeds,
+/// so Welch's t on the logarithms). 1 is the floor's own scaling; below it, Xen's machinery
+/// loses more to the extra guests than the port and the TAP alone do.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AgainstFloor {
+    /// The configuration (`xen/g8`) and its floor (`relay/g8`).
+    pub config: String,
+    pub floor: String,
+    /// The configuration's geometric mean over the floor's.
+    pub quotient: f64,
+    pub ci95: Option<[f64; 2]>,
+}
+
+/// Every one-testbed comparison whose floor ran one too, at the same number of guests.
+pub fn against_floors(rows: &[OneTestbed]) -> Vec<AgainstFloor> {
+    (rows.iter())
+        .filter_map(|r| {
+            let n = configs::Name::parse(&r.config).ok()?;
+            let floor = n.with_base(configs::floor_of(n.base)?);
+            let f = rows.iter().find(|f| f.config == floor)?;
+            let quotient = r.geomean? / f.geomean?;
+            let ci95 =
+                geomean_quotient_ci95_batched(&r.ratios, &f.ratios).map(|(_, lo, hi)| [lo, hi]);
+            Some(AgainstFloor {
+                config: r.config.clone(),
+                floor,
+                quotient,
+                ci95,
+            })
+        })
+        .collect()
+}
+
 /// "met", "missed", or a dash without a figure.
 fn met(m: Option<bool>) -> String {
     match m {
@@ -279,7 +315,7 @@ pub fn one_testbed_table(rows: &[OneTestbed]) -> Table {
     let f2 = |x: Option<f64>| fmt(x, 2);
     let med = |v: &[f64]| Stat::of(v).map(|s| s.median);
     let col = |f: &dyn Fn(&OneTestbed) -> String| rows.iter().map(f).collect::<Vec<String>>();
-    Table {
+    let mut table = Table {
         title: format!(
             "Against one guest on one testbed (slices of {SLICE_SECONDS} s after {SETTLE_SECONDS} s to settle, one guest and all in turn)"
         ),
@@ -306,29 +342,62 @@ pub fn one_testbed_table(rows: &[OneTestbed]) -> Table {
                 format!("aggregate ≥ {AGGREGATE_GOAL}× one guest"),
                 col(&|s| s.verdict.as_str().into()),
             ),
-            (
-                "Jain's index over the all-guest slices".into(),
-                col(&|s| f2(s.jain_overall)),
-            ),
-            (
-                "  per slice, median".into(),
-                col(&|s| f2(s.jain_median)),
-            ),
-            ("  per slice, min".into(), col(&|s| f2(s.jain_min))),
-            (
-                format!("Jain ≥ {JAIN_GOAL} (all-guest slices)"),
-                col(&|s| met(s.jain_met())),
-            ),
-            (
-                "verified (MB, all streams)".into(),
-                col(&|s| format!("{:.0}", s.bytes_verified as f64 / 1e6)),
-            ),
         ],
+    };
+    let floors = against_floors(rows);
+    if !floors.is_empty() {
+        let of = |s: &OneTestbed| floors.iter().find(|f| f.config == s.config);
+        table.rows.extend([
+            (
+                "its floor in this run".into(),
+                col(&|s| of(s).map_or("—".into(), |f| f.floor.clone())),
+            ),
+            (
+                "÷ the floor's, geometric means".into(),
+                col(&|s| f2(of(s).map(|f| f.quotient))),
+            ),
+            (
+                "  95 % confidence interval".into(),
+                col(&|s| {
+                    (of(s).and_then(|f| f.ci95))
+                        .map_or("—".into(), |[lo, hi]| format!("{lo:.2} – {hi:.2}"))
+                }),
+            ),
+        ]);
     }
+    table.rows.extend([
+        (
+            "Jain's index over the all-guest slices".into(),
+            col(&|s| f2(s.jain_overall)),
+        ),
+        ("  per slice, median".into(), col(&|s| f2(s.jain_median))),
+        ("  per slice, min".into(), col(&|s| f2(s.jain_min))),
+        (
+            format!("Jain ≥ {JAIN_GOAL} (all-guest slices)"),
+            col(&|s| met(s.jain_met())),
+        ),
+        (
+            "verified (MB, all streams)".into(),
+            col(&|s| format!("{:.0}", s.bytes_verified as f64 / 1e6)),
+        ),
+    ]);
+    table
 }
 
 /// What the one-testbed table's figures are, for the report.
 pub const ONE_TESTBED_NOTE: &str = "One testbed of N guests for each configuration, its N receivers and one sender process on the remote host (`pvnet perf streams`) keeping one connection per guest open throughout, with `tcp_slow_start_after_idle` off so that a paused stream resumes at its window. Each round runs a slice with one guest streaming (guest `round mod N`) and a slice with all N, in the order one–all, then all–one; each slice counts the bytes the receivers acknowledged (`tcpi_bytes_acked`) over 0.5 s, after 0.3 s in which the paused streams drain and the resumed ones reach their rate. The ratio per round is the all-N slice over the one-guest slice; the interval is Student's t over the means of 16 batches of consecutive rounds (32 rounds or more), as for the paired TCP_RR. Jain's index is given over the whole session (each stream's bytes summed over the all-N slices: what a stream of several seconds on a fresh testbed measures; the goal is judged on it) and per all-N slice (the sharing over half a second, which can be uneven while the session's is even). Every stream is verified byte for byte by its receiver at the end.";
+
+/// What the one-testbed table's rows against the floors are, for the report: the floors named
+/// from [`configs::FLOORS`].
+pub fn floors_note() -> String {
+    let pairs: Vec<String> = (configs::FLOORS.iter())
+        .map(|(c, f)| format!("`{f}` for `{c}`"))
+        .collect();
+    format!(
+        "Where a configuration's floor ran too ({}: the same port and flush without the grant copy, the guest's ring and netfront), \"÷ the floor's\" is its geometric mean over the floor's at the same number of guests, with a 95 % interval from Welch's t on the two series' logarithms (batch means as above): 1 means the extra guests cost the PV path no more than they cost the port and the TAP alone.",
+        pairs.join(", ")
+    )
+}
 
 /// Runs the one-testbed comparison of `config` (a `NAME/gN` with N ≥ 2).
 pub fn run_one_testbed(
@@ -573,6 +642,53 @@ mod tests {
             vec![5, 0],
         );
         assert_eq!((r.jain_overall, r.jain_met()), (Some(0.5), Some(false)));
+    }
+
+    #[test]
+    fn each_configuration_is_set_against_its_floor_at_the_same_number_of_guests() {
+        // 40 rounds: the floor keeps 0.90-0.94 of one guest, `xen` 0.85-0.89, `adaptive`
+        // 0.80-0.84; the floor with aggregation ran at four guests only.
+        let series = |name: &str, guests: usize, base: f64| {
+            let one = vec![3000.0; 40];
+            let all: Vec<f64> = (0..40)
+                .map(|i| 3000.0 * (base + 0.01 * ((i * 7) % 5) as f64))
+                .collect();
+            OneTestbed::new(name, guests, one, all, vec![1.0; 40], vec![1000; guests])
+        };
+        let rows = [
+            series("xen/g8", 8, 0.85),
+            series("adaptive/g8", 8, 0.80),
+            series("relay/g8", 8, 0.90),
+            series("relay-adaptive/g4", 4, 0.80),
+            series("relay/g4", 4, 0.90),
+        ];
+        let f = against_floors(&rows);
+        assert_eq!(
+            f.len(),
+            1,
+            "adaptive's floor ran at four guests, xen's own at four did not"
+        );
+        assert_eq!(
+            (f[0].config.as_str(), f[0].floor.as_str()),
+            ("xen/g8", "relay/g8")
+        );
+        let expect = rows[0].geomean.unwrap() / rows[2].geomean.unwrap();
+        assert!((f[0].quotient - expect).abs() < 1e-12 && (expect - 0.85 / 0.90).abs() < 0.01);
+        let [lo, hi] = f[0].ci95.unwrap();
+        assert!(
+            lo < f[0].quotient && f[0].quotient < hi && hi < 1.0,
+            "{lo} {hi}"
+        );
+        let t = one_testbed_table(&rows).text();
+        assert!(
+            t.contains("its floor in this run") && t.contains("relay/g8"),
+            "{t}"
+        );
+        assert!(t.contains(&format!("{:.2}", f[0].quotient)), "{t}");
+        assert!(floors_note().contains("`relay` for `xen`"));
+        // Without a floor in the run, the table has no such rows.
+        let t = one_testbed_table(&rows[..2]).text();
+        assert!(!t.contains("floor"), "{t}");
     }
 
     #[test]

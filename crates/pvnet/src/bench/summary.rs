@@ -363,18 +363,75 @@ pub fn t975(df: usize) -> f64 {
     }
 }
 
+/// The mean of the logarithms of positive ratios, with its standard error and the degrees of
+/// freedom of that error: what a geometric mean's confidence interval is made of.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct LogMean {
+    mean: f64,
+    se: f64,
+    df: usize,
+}
+
+impl LogMean {
+    /// Over the ratios as independent samples. None with fewer than two ratios or any ratio
+    /// not positive and finite.
+    fn of(ratios: &[f64]) -> Option<LogMean> {
+        let n = ratios.len();
+        if n < 2 || ratios.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+            return None;
+        }
+        let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
+        let mean = logs.iter().sum::<f64>() / n as f64;
+        let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        Some(LogMean {
+            mean,
+            se: (var / n as f64).sqrt(),
+            df: n - 1,
+        })
+    }
+
+    /// Over the means of [`CI_BATCHES`] batches of consecutive ratios (see
+    /// [`geomean_ci95_batched`]); with fewer than two ratios per batch, as [`LogMean::of`].
+    fn batched(ratios: &[f64]) -> Option<LogMean> {
+        let n = ratios.len();
+        if n < 2 * CI_BATCHES {
+            return LogMean::of(ratios);
+        }
+        if ratios.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+            return None;
+        }
+        let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
+        let mean = logs.iter().sum::<f64>() / n as f64;
+        // Batch b holds rounds [b·n/B, (b+1)·n/B): sizes differ by at most one.
+        let means: Vec<f64> = (0..CI_BATCHES)
+            .map(|b| {
+                let batch = &logs[b * n / CI_BATCHES..(b + 1) * n / CI_BATCHES];
+                batch.iter().sum::<f64>() / batch.len() as f64
+            })
+            .collect();
+        let var = means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (CI_BATCHES - 1) as f64;
+        Some(LogMean {
+            mean,
+            se: (var / CI_BATCHES as f64).sqrt(),
+            df: CI_BATCHES - 1,
+        })
+    }
+
+    /// The geometric mean and its two-sided 95 % interval.
+    fn ci95(self) -> (f64, f64, f64) {
+        let half = t975(self.df) * self.se;
+        (
+            self.mean.exp(),
+            (self.mean - half).exp(),
+            (self.mean + half).exp(),
+        )
+    }
+}
+
 /// The geometric mean of positive ratios and its two-sided 95 % confidence interval (Student's
 /// t on the logarithms). None with fewer than two ratios or any ratio not positive and finite.
 pub fn geomean_ci95(ratios: &[f64]) -> Option<(f64, f64, f64)> {
-    let n = ratios.len();
-    if n < 2 || ratios.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
-        return None;
-    }
-    let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
-    let mean = logs.iter().sum::<f64>() / n as f64;
-    let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let half = t975(n - 1) * (var / n as f64).sqrt();
-    Some((mean.exp(), (mean - half).exp(), (mean + half).exp()))
+    LogMean::of(ratios).map(LogMean::ci95)
 }
 
 /// Batches of consecutive rounds that [`geomean_ci95_batched`] makes, when there are at least
@@ -388,25 +445,30 @@ pub const CI_BATCHES: usize = 16;
 /// ratios as if independent, which gave intervals too narrow (A/A runs missed 1.0). With fewer
 /// than two ratios per batch, as [`geomean_ci95`]. None as for [`geomean_ci95`].
 pub fn geomean_ci95_batched(ratios: &[f64]) -> Option<(f64, f64, f64)> {
-    let n = ratios.len();
-    if n < 2 * CI_BATCHES {
-        return geomean_ci95(ratios);
-    }
-    if ratios.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
-        return None;
-    }
-    let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
-    let mean = logs.iter().sum::<f64>() / n as f64;
-    // Batch b holds rounds [b·n/B, (b+1)·n/B): sizes differ by at most one.
-    let means: Vec<f64> = (0..CI_BATCHES)
-        .map(|b| {
-            let batch = &logs[b * n / CI_BATCHES..(b + 1) * n / CI_BATCHES];
-            batch.iter().sum::<f64>() / batch.len() as f64
-        })
-        .collect();
-    let var = means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (CI_BATCHES - 1) as f64;
-    let half = t975(CI_BATCHES - 1) * (var / CI_BATCHES as f64).sqrt();
-    Some((mean.exp(), (mean - half).exp(), (mean + half).exp()))
+    LogMean::batched(ratios).map(LogMean::ci95)
+}
+
+/// Two independent series of ratios taken in sequence (two testbeds' rounds), each as
+/// [`geomean_ci95_batched`] takes it: the quotient of their geometric means (`a`'s over
+/// `b`'s) and its two-sided 95 % confidence interval, by Welch's t on the difference of the
+/// logarithms' means (degrees of freedom by Welch–Satterthwaite, rounded down). None when
+/// either series has no interval.
+pub fn geomean_quotient_ci95_batched(a: &[f64], b: &[f64]) -> Option<(f64, f64, f64)> {
+    let (a, b) = (LogMean::batched(a)?, LogMean::batched(b)?);
+    let (va, vb) = (a.se * a.se, b.se * b.se);
+    let v = va + vb;
+    // Neither series spread: the interval is the point, as for one series.
+    let df = if v > 0.0 {
+        v * v / (va * va / a.df as f64 + vb * vb / b.df as f64)
+    } else {
+        1.0
+    };
+    let q = LogMean {
+        mean: a.mean - b.mean,
+        se: v.sqrt(),
+        df: (df.floor() as usize).max(1),
+    };
+    Some(q.ci95())
 }
 
 /// One configuration's figures.
@@ -607,6 +669,37 @@ mod tests {
         let (_, _, hi) = geomean_ci95_batched(&shifted).unwrap();
         assert!(hi < 0.95, "{hi}");
         assert!(geomean_ci95_batched(&[0.0; 40]).is_none());
+    }
+
+    #[test]
+    fn quotient_of_two_series_and_its_interval() {
+        // logs 0 and 0.2 over a series without spread: mean 0.1, standard error 0.1, and
+        // Welch's degrees of freedom those of the first series alone (1): t = 12.706.
+        let (q, lo, hi) = geomean_quotient_ci95_batched(&[1.0, 0.2f64.exp()], &[1.0; 4]).unwrap();
+        assert!((q - 0.1f64.exp()).abs() < 1e-12);
+        assert!((lo - (0.1 - 1.2706f64).exp()).abs() < 1e-9);
+        assert!((hi - (0.1 + 1.2706f64).exp()).abs() < 1e-9);
+        // Two series of 40 rounds with the same noise, one 0.9 of the other: the quotient is
+        // 0.9, its interval covers 0.9 and is wider than either series' own.
+        let noise: Vec<f64> = (0..40)
+            .map(|i| (0.04 * ((i * 7919 % 40) as f64 / 20.0 - 1.0)).exp())
+            .collect();
+        let other: Vec<f64> = noise.iter().rev().map(|r| r * 0.9).collect();
+        let (q, lo, hi) = geomean_quotient_ci95_batched(&other, &noise).unwrap();
+        assert!((q - 0.9).abs() < 1e-9, "{q}");
+        assert!(lo < 0.9 && hi > 0.9, "{lo} {hi}");
+        let (_, lo1, hi1) = geomean_ci95_batched(&noise).unwrap();
+        assert!(hi / lo > hi1 / lo1, "{lo}–{hi} against {lo1}–{hi1}");
+        // The quotient turned round is the reciprocal, its interval too.
+        let (r, rlo, rhi) = geomean_quotient_ci95_batched(&noise, &other).unwrap();
+        assert!((r * q - 1.0).abs() < 1e-9 && (rlo * hi - 1.0).abs() < 1e-9);
+        assert!((rhi * lo - 1.0).abs() < 1e-9);
+        // No spread in either: the interval is the point.
+        let (q, lo, hi) = geomean_quotient_ci95_batched(&[0.9; 40], &[1.0; 40]).unwrap();
+        assert!((q - 0.9).abs() < 1e-9 && (lo - 0.9).abs() < 1e-6 && (hi - 0.9).abs() < 1e-6);
+        // Too few rounds, or a ratio that is not positive: no interval.
+        assert!(geomean_quotient_ci95_batched(&[0.9], &noise).is_none());
+        assert!(geomean_quotient_ci95_batched(&noise, &[1.0, 0.0]).is_none());
     }
 
     fn sample(config: &str, mbps: f64, warmup: bool) -> Sample {
