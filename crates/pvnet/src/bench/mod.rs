@@ -153,7 +153,7 @@ pub struct BenchArgs {
     /// Frames per poll of the physical port (NAPI budget) in the PV configurations (1 to 512),
     /// as `pvnet up --budget`. Smaller polls aggregate less per poll, as in Nakanjima and Oi's measurements, where
     /// `lro` made 2.55 segments per aggregate.
-    /// Default: `up`'s (64; 256 for `relay` and `relay-adaptive`).
+    /// Default: `up`'s (64; 256 for the relay configurations, `--mode relay`).
     #[arg(long)]
     pub budget: Option<usize>,
     /// MTU of the wire, the physical port and the guests' interfaces in every configuration

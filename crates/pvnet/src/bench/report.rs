@@ -523,7 +523,7 @@ pub fn markdown(run: &Run) -> String {
         match p.measure.port.budget {
             Some(n) => n.to_string(),
             None => format!(
-                "{} ({} in `relay` and `relay-adaptive`)",
+                "{} ({} in the relay configurations, `--mode relay`)",
                 crate::config::DEFAULT_BUDGET,
                 crate::config::RELAY_BUDGET
             ),
