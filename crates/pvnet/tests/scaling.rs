@@ -1,5 +1,5 @@
 //! `pvnet bench --sweep guests`: the consolidation goals judged in the report, per repetition
-//! on fresh testbeds and on one testbed whose streams are switched on and off in slices
+//! on fresh testbeds and on standing testbeds whose streams are switched on and off in slices
 //! (`pvnet perf streams`); every stream verified. Needs root (namespaces, veth, TAP).
 
 mod common;
@@ -48,11 +48,18 @@ fn a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one() {
     let verdict = s["aggregate_verdict"].as_str().unwrap();
     assert!(["holds", "fails", "undecided"].contains(&verdict), "{s}");
 
-    // One testbed: 4 rounds, each with a one-guest and a two-guest slice that moved data, the
-    // Jain's index of each 2-guest slice, and every stream verified whole.
+    // Standing testbeds: 4 rounds on two testbeds one after the other (the default four
+    // testbeds, at most half the rounds), each round with a one-guest and a two-guest slice
+    // that moved data, the Jain's index of each 2-guest slice, and every stream verified whole.
     let o = &v["scaling_one_testbed"][0];
     assert_eq!(o["config"], "xen/g2", "{o}");
     assert_eq!(o["rounds"], 4);
+    assert_eq!(o["testbed_rounds"], serde_json::json!([2, 2]), "{o}");
+    let ids = o["run_ids"].as_array().unwrap();
+    assert!(
+        ids.len() == 2 && ids[0] != ids[1],
+        "two testbeds of their own: {o}"
+    );
     for k in ["one_mbps", "all_mbps", "ratios", "jain"] {
         let a = o[k].as_array().unwrap();
         assert_eq!(a.len(), 4, "{k}: {o}");
@@ -76,8 +83,13 @@ fn a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one() {
         Some(0)
     );
     assert_eq!(v["parameters"]["scaling_rounds"], 4);
+    assert_eq!(v["parameters"]["scaling_testbeds"], 2);
     for text in [&stdout, &report] {
-        assert!(text.contains("Against one guest on one testbed"), "{text}");
+        assert!(
+            text.contains("Against one guest on standing testbeds"),
+            "{text}"
+        );
+        assert!(text.contains("testbeds, one after the other"), "{text}");
         assert!(text.contains("aggregate ≥ 0.9× one guest"), "{text}");
     }
     std::fs::remove_dir_all(&out).unwrap();

@@ -130,6 +130,12 @@ pub struct BenchArgs {
     /// (`--placement same`, the default) and streams into the guests.
     #[arg(long)]
     pub scaling_rounds: Option<usize>,
+    /// `--sweep guests`: testbeds the one-testbed comparison's rounds are split between, one
+    /// started after the other (default 4, 1 to 16, at most half the rounds: each testbed runs
+    /// two rounds or more). Testbeds of one configuration differ by ±0.02 in 8 ÷ 1, more than
+    /// one testbed's rounds say; the interval is taken over the testbeds.
+    #[arg(long)]
+    pub scaling_testbeds: Option<usize>,
     /// The two PV configurations of the paired comparison, BASE,OTHER. The project asks
     /// `adaptive` to stay within 2 % of `xen`; the same configuration twice (`xen,xen`) is an
     /// A/A run that shows the method's own spread and bias.
@@ -227,6 +233,10 @@ pub enum SweepKind {
     /// The packet size, for every grant mechanism (cycles per packet, break-even sizes).
     Pktsize,
 }
+
+/// The default and the largest `--scaling-testbeds`.
+const DEFAULT_SCALING_TESTBEDS: usize = 4;
+const MAX_SCALING_TESTBEDS: usize = 16;
 
 /// The default `--sweep-values` of `--sweep guests`.
 pub const DEFAULT_SWEEP_GUESTS: &str = "1,2,4,8";
@@ -677,6 +687,20 @@ impl Plan {
             }
             None => 0,
         };
+        let scaling_testbeds = match args.scaling_testbeds {
+            Some(_) if args.sweep != Some(SweepKind::Guests) => {
+                bail!("--scaling-testbeds belongs to --sweep guests")
+            }
+            Some(k) if !(1..=MAX_SCALING_TESTBEDS).contains(&k) => {
+                bail!("--scaling-testbeds must be between 1 and {MAX_SCALING_TESTBEDS}, got {k}")
+            }
+            Some(k) if scaling_rounds < 2 * k => bail!(
+                "--scaling-testbeds {k} needs at least {} rounds (two per testbed), --scaling-rounds is {scaling_rounds}",
+                2 * k
+            ),
+            Some(k) => k,
+            None => DEFAULT_SCALING_TESTBEDS.min(scaling_rounds / 2).max(1),
+        };
         let scaling = if scaling_rounds > 0 && placement == measure::GuestPlacement::Same {
             scaling_configs(&configs)
         } else {
@@ -708,6 +732,7 @@ impl Plan {
             } else {
                 scaling_rounds
             },
+            scaling_testbeds,
         };
         Ok(Plan {
             configs,
@@ -756,9 +781,10 @@ impl Plan {
         }
         for _ in &self.scaling {
             planned.push(
-                1.0 + 2.0
-                    * self.params.scaling_rounds as f64
-                    * (scaling::SLICE_SECONDS + scaling::SETTLE_SECONDS),
+                self.params.scaling_testbeds as f64
+                    + 2.0
+                        * self.params.scaling_rounds as f64
+                        * (scaling::SLICE_SECONDS + scaling::SETTLE_SECONDS),
             );
         }
         planned
@@ -892,6 +918,7 @@ fn execute(plan: &Plan) -> Result<(Vec<Sample>, PairedOutcome, ScalingOutcome)> 
         let r = scaling::run_one_testbed(
             c,
             plan.params.scaling_rounds,
+            plan.params.scaling_testbeds,
             &plan.params.measure,
             &progress,
         );
@@ -1078,6 +1105,38 @@ mod tests {
             .unwrap()
             .b;
         assert!(Plan::new(&a).is_err());
+    }
+
+    #[test]
+    fn the_one_testbed_rounds_split_between_testbeds_as_asked() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct B {
+            #[command(flatten)]
+            b: BenchArgs,
+        }
+        let plan = |args: &[&str]| {
+            let a = B::try_parse_from(["bench"].iter().chain(args)).unwrap().b;
+            Plan::new(&a).map(|p| (p.params.scaling_rounds, p.params.scaling_testbeds))
+        };
+        let sweep = ["--sweep", "guests", "--configs", "xen"];
+        let with = |more: &[&'static str]| [&sweep[..], more].concat();
+        assert_eq!(plan(&sweep).unwrap(), (40, 4), "the defaults");
+        assert_eq!(plan(&with(&["--quick"])).unwrap(), (10, 4));
+        assert_eq!(plan(&with(&["--scaling-rounds", "5"])).unwrap(), (5, 2));
+        assert_eq!(plan(&with(&["--scaling-rounds", "3"])).unwrap(), (3, 1));
+        assert_eq!(plan(&with(&["--scaling-testbeds", "1"])).unwrap(), (40, 1));
+        assert_eq!(
+            plan(&with(&["--scaling-testbeds", "16"])).unwrap(),
+            (40, 16)
+        );
+        let err = |more: &[&'static str]| plan(&with(more)).unwrap_err().to_string();
+        assert!(err(&["--scaling-testbeds", "0"]).contains("between 1 and 16, got 0"));
+        assert!(err(&["--scaling-testbeds", "17"]).contains("between 1 and 16, got 17"));
+        assert!(err(&["--scaling-testbeds", "8", "--scaling-rounds", "10"])
+            .contains("needs at least 16 rounds (two per testbed), --scaling-rounds is 10"));
+        let e = plan(&["--configs", "xen", "--scaling-testbeds", "2"]).unwrap_err();
+        assert!(e.to_string().contains("belongs to --sweep guests"), "{e}");
     }
 
     #[test]

@@ -97,6 +97,7 @@ pub fn results_json(run: &Run) -> Value {
             "paired_rounds": p.paired_rounds,
             "paired_seconds": p.paired_seconds,
             "scaling_rounds": p.scaling_rounds,
+            "scaling_testbeds": p.scaling_testbeds,
             "scaling_slice_seconds": scaling::SLICE_SECONDS,
             "scaling_settle_seconds": scaling::SETTLE_SECONDS,
         },

@@ -18,6 +18,8 @@ pub struct Params {
     pub paired_seconds: f64,
     /// Rounds of the one-testbed guest-scaling comparison (0: none).
     pub scaling_rounds: usize,
+    /// Testbeds those rounds are split between.
+    pub scaling_testbeds: usize,
 }
 
 /// What a `--sweep` ran.

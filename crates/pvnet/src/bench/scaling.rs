@@ -25,7 +25,7 @@ use super::plot::guest_lines;
 use super::progress::Progress;
 use super::report::{fmt, Table};
 use super::summary::{
-    geomean_ci95, geomean_ci95_batched, geomean_quotient_ci95_batched, ConfigSummary, Stat,
+    geomean_ci95, geomean_ci95_testbeds, geomean_quotient_ci95, ConfigSummary, Stat,
 };
 use super::{child, configs, interrupt, testbed};
 use crate::config::Mode;
@@ -190,6 +190,8 @@ pub struct OneTestbed {
     pub config: String,
     pub guests: usize,
     pub rounds: usize,
+    /// How many of the rounds ran on each testbed, in order (one testbed: `[rounds]`).
+    pub testbed_rounds: Vec<usize>,
     pub slice_seconds: f64,
     pub settle_seconds: f64,
     /// Per round: Mbit/s with one guest streaming, and with all N.
@@ -197,8 +199,9 @@ pub struct OneTestbed {
     pub all_mbps: Vec<f64>,
     /// `all_mbps[i] / one_mbps[i]`.
     pub ratios: Vec<f64>,
-    /// Geometric mean of the ratios and its 95 % interval (batch means over 16 batches of
-    /// consecutive rounds from 32 rounds on, as the paired TCP_RR comparison).
+    /// Geometric mean of the ratios and its 95 % interval: over the testbeds' geometric means
+    /// with two testbeds or more; with one, batch means over 16 batches of consecutive rounds
+    /// from 32 rounds on, as the paired TCP_RR comparison ([`geomean_ci95_testbeds`]).
     pub geomean: Option<f64>,
     pub ci95: Option<[f64; 2]>,
     /// [`AGGREGATE_GOAL`] judged on `ci95`.
@@ -216,24 +219,31 @@ pub struct OneTestbed {
     pub jain_overall: Option<f64>,
     /// Bytes the receivers verified over the whole session (every stream intact).
     pub bytes_verified: u64,
-    pub run_id: String,
+    /// The testbeds' run ids, in order.
+    pub run_ids: Vec<String>,
     pub wall_seconds: f64,
 }
 
 impl OneTestbed {
-    /// The summary of the rounds' figures.
+    /// The summary of the rounds' figures; `testbed_rounds` says how many consecutive rounds
+    /// each testbed ran (empty: all on one).
     pub fn new(
         config: &str,
         guests: usize,
-        one_mbps: Vec<f64>,
-        all_mbps: Vec<f64>,
+        (one_mbps, all_mbps): (Vec<f64>, Vec<f64>),
+        testbed_rounds: Vec<usize>,
         jain: Vec<f64>,
         stream_bytes: Vec<u64>,
     ) -> OneTestbed {
         let ratios: Vec<f64> = (one_mbps.iter().zip(&all_mbps))
             .map(|(o, a)| if *o > 0.0 { a / o } else { 0.0 })
             .collect();
-        let gm = geomean_ci95_batched(&ratios);
+        let testbed_rounds = if testbed_rounds.is_empty() {
+            vec![ratios.len()]
+        } else {
+            testbed_rounds
+        };
+        let gm = geomean_ci95_testbeds(&ratios, &testbed_rounds);
         let ci95 = gm.map(|(_, lo, hi)| [lo, hi]);
         let js = Stat::of(&jain);
         let bytes: Vec<f64> = stream_bytes.iter().map(|&b| b as f64).collect();
@@ -242,6 +252,7 @@ impl OneTestbed {
             config: config.to_string(),
             guests,
             rounds: ratios.len(),
+            testbed_rounds,
             slice_seconds: SLICE_SECONDS,
             settle_seconds: SETTLE_SECONDS,
             one_mbps,
@@ -256,7 +267,7 @@ impl OneTestbed {
             jain_overall,
             stream_bytes,
             bytes_verified: 0,
-            run_id: String::new(),
+            run_ids: Vec::new(),
             wall_seconds: 0.0,
         }
     }
@@ -289,8 +300,11 @@ pub fn against_floors(rows: &[OneTestbed]) -> Vec<AgainstFloor> {
             let floor = n.with_base(configs::floor_of(n.base)?);
             let f = rows.iter().find(|f| f.config == floor)?;
             let quotient = r.geomean? / f.geomean?;
-            let ci95 =
-                geomean_quotient_ci95_batched(&r.ratios, &f.ratios).map(|(_, lo, hi)| [lo, hi]);
+            let ci95 = geomean_quotient_ci95(
+                (&r.ratios, &r.testbed_rounds),
+                (&f.ratios, &f.testbed_rounds),
+            )
+            .map(|(_, lo, hi)| [lo, hi]);
             Some(AgainstFloor {
                 config: r.config.clone(),
                 floor,
@@ -317,11 +331,15 @@ pub fn one_testbed_table(rows: &[OneTestbed]) -> Table {
     let col = |f: &dyn Fn(&OneTestbed) -> String| rows.iter().map(f).collect::<Vec<String>>();
     let mut table = Table {
         title: format!(
-            "Against one guest on one testbed (slices of {SLICE_SECONDS} s after {SETTLE_SECONDS} s to settle, one guest and all in turn)"
+            "Against one guest on standing testbeds (slices of {SLICE_SECONDS} s after {SETTLE_SECONDS} s to settle, one guest and all in turn on each)"
         ),
         columns: col(&|s| s.config.clone()),
         rows: vec![
             ("rounds".into(), col(&|s| s.rounds.to_string())),
+            (
+                "testbeds, one after the other".into(),
+                col(&|s| s.testbed_rounds.len().to_string()),
+            ),
             (
                 "one guest (Mbit/s), median".into(),
                 col(&|s| format!("{:.0}", med(&s.one_mbps).unwrap_or(0.0))),
@@ -385,7 +403,7 @@ pub fn one_testbed_table(rows: &[OneTestbed]) -> Table {
 }
 
 /// What the one-testbed table's figures are, for the report.
-pub const ONE_TESTBED_NOTE: &str = "One testbed of N guests for each configuration, its N receivers and one sender process on the remote host (`pvnet perf streams`) keeping one connection per guest open throughout, with `tcp_slow_start_after_idle` off so that a paused stream resumes at its window. Each round runs a slice with one guest streaming (guest `round mod N`) and a slice with all N, in the order one–all, then all–one; each slice counts the bytes the receivers acknowledged (`tcpi_bytes_acked`) over 0.5 s, after 0.3 s in which the paused streams drain and the resumed ones reach their rate. The ratio per round is the all-N slice over the one-guest slice; the interval is Student's t over the means of 16 batches of consecutive rounds (32 rounds or more), as for the paired TCP_RR. Jain's index is given over the whole session (each stream's bytes summed over the all-N slices: what a stream of several seconds on a fresh testbed measures; the goal is judged on it) and per all-N slice (the sharing over half a second, which can be uneven while the session's is even). Every stream is verified byte for byte by its receiver at the end.";
+pub const ONE_TESTBED_NOTE: &str = "For each configuration, testbeds of N guests started one after the other (`--scaling-testbeds`, default 4), the rounds split evenly between them; on each, its N receivers and one sender process on the remote host (`pvnet perf streams`) keeping one connection per guest open throughout, with `tcp_slow_start_after_idle` off so that a paused stream resumes at its window. Each round runs a slice with one guest streaming (guest `round mod N`) and a slice with all N, in the order one–all, then all–one; each slice counts the bytes the receivers acknowledged (`tcpi_bytes_acked`) over 0.5 s, after 0.3 s in which the paused streams drain and the resumed ones reach their rate. The ratio per round is the all-N slice over the one-guest slice; the geometric mean is that of the testbeds' own, and its interval Student's t over the testbeds' (K − 1 degrees of freedom): testbeds of one configuration differ by more than the rounds on one of them (±0.02 in 8 ÷ 1 here), which an interval over one testbed's rounds leaves out. With one testbed, the interval is over the means of 16 batches of consecutive rounds (32 rounds or more), as for the paired TCP_RR. Jain's index is given over the whole session (each stream's bytes summed over the all-N slices: what a stream of several seconds on a fresh testbed measures; the goal is judged on it) and per all-N slice (the sharing over half a second, which can be uneven while the session's is even). Every stream is verified byte for byte by its receiver at the end.";
 
 /// What the one-testbed table's rows against the floors are, for the report: the floors named
 /// from [`configs::FLOORS`].
@@ -394,15 +412,45 @@ pub fn floors_note() -> String {
         .map(|(c, f)| format!("`{f}` for `{c}`"))
         .collect();
     format!(
-        "Where a configuration's floor ran too ({}: the same port and flush without the grant copy, the guest's ring and netfront), \"÷ the floor's\" is its geometric mean over the floor's at the same number of guests, with a 95 % interval from Welch's t on the two series' logarithms (batch means as above): 1 means the extra guests cost the PV path no more than they cost the port and the TAP alone.",
+        "Where a configuration's floor ran too ({}: the same port and flush without the grant copy, the guest's ring and netfront), \"÷ the floor's\" is its geometric mean over the floor's at the same number of guests, with a 95 % interval from Welch's t on the two series' logarithms (each over its testbeds, as above): 1 means the extra guests cost the PV path no more than they cost the port and the TAP alone.",
         pairs.join(", ")
     )
 }
 
-/// Runs the one-testbed comparison of `config` (a `NAME/gN` with N ≥ 2).
+/// How `rounds` rounds split between `testbeds` testbeds, in order: as evenly as possible.
+pub fn split_rounds(rounds: usize, testbeds: usize) -> Vec<usize> {
+    let k = testbeds.max(1);
+    (0..k)
+        .map(|i| rounds * (i + 1) / k - rounds * i / k)
+        .collect()
+}
+
+/// The rounds one testbed runs: `count` from round `first` of `total`, on testbed `testbed`
+/// of `testbeds` (counted from 0).
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    first: usize,
+    count: usize,
+    total: usize,
+    testbed: usize,
+    testbeds: usize,
+}
+
+/// What one testbed's rounds measured.
+struct Session {
+    one: Vec<f64>,
+    all: Vec<f64>,
+    fair: Vec<f64>,
+    stream_bytes: Vec<u64>,
+    bytes_verified: u64,
+}
+
+/// Runs the one-testbed comparison of `config` (a `NAME/gN` with N ≥ 2): `rounds` rounds,
+/// split between `testbeds` testbeds started one after the other ([`split_rounds`]).
 pub fn run_one_testbed(
     config: &str,
     rounds: usize,
+    testbeds: usize,
     p: &Params,
     progress: &Progress,
 ) -> Result<OneTestbed> {
@@ -411,12 +459,37 @@ pub fn run_one_testbed(
     if guests < 2 {
         bail!("{config}: the one-testbed comparison needs at least 2 guests");
     }
-    let cfg = p.daemon_config(configs::daemon_config(config)?);
-    let mode = cfg.mode;
-    let (mut r, info) = testbed::with_testbed(&cfg, config, progress, |info| {
-        rounds_on(info, mode, config, guests, rounds, p, progress)
-    })?;
-    r.run_id = info.id.clone();
+    let sizes = split_rounds(rounds, testbeds);
+    let (mut one, mut all, mut fair) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut stream_bytes, mut verified, mut ids) = (vec![0u64; guests], 0, Vec::new());
+    let mut first = 0;
+    for (testbed, &count) in sizes.iter().enumerate() {
+        let span = Span {
+            first,
+            count,
+            total: rounds,
+            testbed,
+            testbeds: sizes.len(),
+        };
+        // A configuration of its own for each testbed: its own run id.
+        let cfg = p.daemon_config(configs::daemon_config(config)?);
+        let mode = cfg.mode;
+        let (s, info) = testbed::with_testbed(&cfg, config, progress, |info| {
+            rounds_on(info, mode, config, guests, span, p, progress)
+        })?;
+        one.extend(s.one);
+        all.extend(s.all);
+        fair.extend(s.fair);
+        for (sum, b) in stream_bytes.iter_mut().zip(&s.stream_bytes) {
+            *sum += b;
+        }
+        verified += s.bytes_verified;
+        ids.push(info.id.clone());
+        first += count;
+    }
+    let mut r = OneTestbed::new(config, guests, (one, all), sizes, fair, stream_bytes);
+    r.bytes_verified = verified;
+    r.run_ids = ids;
     r.wall_seconds = t0.elapsed().as_secs_f64();
     Ok(r)
 }
@@ -426,10 +499,10 @@ fn rounds_on(
     mode: Mode,
     config: &str,
     guests: usize,
-    rounds: usize,
+    span: Span,
     p: &Params,
     progress: &Progress,
-) -> Result<OneTestbed> {
+) -> Result<Session> {
     let exe = std::env::current_exe()?;
     let remote = Netns::open(&info.remote_ns)?;
     // A paused stream keeps its congestion window: it resumes where it was, not from the
@@ -476,15 +549,19 @@ fn rounds_on(
     slice("all", 0.0, 1.0)?;
     let (mut one, mut all, mut fair) = (Vec::new(), Vec::new(), Vec::new());
     let mut stream_bytes = vec![0u64; guests];
-    let every = rounds.div_ceil(8).max(1);
-    for round in 0..rounds {
+    let every = span.count.div_ceil(8).max(1);
+    let rounds = span.first..span.first + span.count;
+    for round in rounds.clone() {
         interrupt::check()?;
-        if round % every == 0 {
-            let last = (round + every).min(rounds);
+        if (round - span.first).is_multiple_of(every) {
+            let last = (round + every).min(rounds.end);
             progress.phase(
                 &format!(
-                    "one guest and {guests} in turn on one testbed, rounds {}-{last} of {rounds}",
-                    round + 1
+                    "one guest and {guests} in turn on testbed {} of {}, rounds {}-{last} of {}",
+                    span.testbed + 1,
+                    span.testbeds,
+                    round + 1,
+                    span.total
                 ),
                 2.0 * (SLICE_SECONDS + SETTLE_SECONDS) * (last - round) as f64,
             );
@@ -527,9 +604,13 @@ fn rounds_on(
             );
         }
     }
-    let mut r = OneTestbed::new(config, guests, one, all, fair, stream_bytes);
-    r.bytes_verified = result.receivers.iter().map(|x| x.bytes).sum();
-    Ok(r)
+    Ok(Session {
+        one,
+        all,
+        fair,
+        stream_bytes,
+        bytes_verified: result.receivers.iter().map(|x| x.bytes).sum(),
+    })
 }
 
 #[cfg(test)]
@@ -621,7 +702,14 @@ mod tests {
             .collect();
         // Each slice unfair one way or the other, the session even.
         let per_slice = vec![0.8; 40];
-        let r = OneTestbed::new("xen/g8", 8, one, all, per_slice, vec![1000; 8]);
+        let r = OneTestbed::new(
+            "xen/g8",
+            8,
+            (one.clone(), all.clone()),
+            vec![],
+            per_slice.clone(),
+            vec![1000; 8],
+        );
         assert_eq!(r.rounds, 40);
         assert!((r.ratios[3] - 0.83).abs() < 1e-12);
         let [lo, hi] = r.ci95.unwrap();
@@ -632,12 +720,32 @@ mod tests {
         let t = one_testbed_table(&[r]);
         assert_eq!(t.columns, ["xen/g8"]);
         assert!(t.text().contains("fails"), "{}", t.text());
+        // The same rounds from two testbeds whose own ratios differ: the interval is over the
+        // two testbeds' means, wider than one testbed's rounds gave.
+        let shifted: Vec<f64> = (all.iter().enumerate())
+            .map(|(i, a)| if i < 20 { a * 1.04 } else { *a })
+            .collect();
+        let two = OneTestbed::new(
+            "xen/g8",
+            8,
+            (one, shifted),
+            vec![20, 20],
+            per_slice,
+            vec![1000; 8],
+        );
+        assert_eq!((two.rounds, two.testbed_rounds.clone()), (40, vec![20, 20]));
+        let [lo2, hi2] = two.ci95.unwrap();
+        assert!(hi2 - lo2 > 3.0 * (hi - lo), "{lo2}–{hi2} against {lo}–{hi}");
+        assert_eq!(two.verdict, Verdict::Undecided, "{lo2}–{hi2}");
+        assert!(one_testbed_table(&[two])
+            .text()
+            .contains("testbeds, one after the other"));
         // A guest that got nothing over the session misses the goal.
         let r = OneTestbed::new(
             "xen/g2",
             2,
-            vec![1.0; 4],
-            vec![1.0; 4],
+            (vec![1.0; 4], vec![1.0; 4]),
+            vec![],
             vec![1.0; 4],
             vec![5, 0],
         );
@@ -646,14 +754,23 @@ mod tests {
 
     #[test]
     fn each_configuration_is_set_against_its_floor_at_the_same_number_of_guests() {
-        // 40 rounds: the floor keeps 0.90-0.94 of one guest, `xen` 0.85-0.89, `adaptive`
-        // 0.80-0.84; the floor with aggregation ran at four guests only.
+        // 40 rounds on four testbeds, each a little above the last: the floor keeps 0.90-0.96
+        // of one guest, `xen` 0.85-0.91, `adaptive` 0.80-0.86; the floor with aggregation ran at
+        // four guests only.
         let series = |name: &str, guests: usize, base: f64| {
             let one = vec![3000.0; 40];
             let all: Vec<f64> = (0..40)
-                .map(|i| 3000.0 * (base + 0.01 * ((i * 7) % 5) as f64))
+                .map(|i| 3000.0 * (base + 0.01 * ((i * 7) % 5) as f64 + 0.004 * (i / 10) as f64))
                 .collect();
-            OneTestbed::new(name, guests, one, all, vec![1.0; 40], vec![1000; guests])
+            let t = vec![10; 4];
+            OneTestbed::new(
+                name,
+                guests,
+                (one, all),
+                t,
+                vec![1.0; 40],
+                vec![1000; guests],
+            )
         };
         let rows = [
             series("xen/g8", 8, 0.85),
@@ -689,6 +806,15 @@ mod tests {
         // Without a floor in the run, the table has no such rows.
         let t = one_testbed_table(&rows[..2]).text();
         assert!(!t.contains("floor"), "{t}");
+    }
+
+    #[test]
+    fn rounds_split_evenly_between_testbeds_in_order() {
+        assert_eq!(split_rounds(40, 4), [10, 10, 10, 10]);
+        assert_eq!(split_rounds(10, 4), [2, 3, 2, 3]);
+        assert_eq!(split_rounds(40, 1), [40]);
+        assert_eq!(split_rounds(40, 0), [40], "no testbed is one");
+        assert_eq!(split_rounds(7, 3).iter().sum::<usize>(), 7);
     }
 
     #[test]

@@ -417,6 +417,39 @@ impl LogMean {
         })
     }
 
+    /// Over the testbeds the ratios came from, in order (`sizes[k]` consecutive ratios from
+    /// testbed k): the mean of each testbed's mean, and Student's t over those K means (K − 1
+    /// degrees of freedom), so that what differs between testbeds is in the interval. With one
+    /// testbed, as [`LogMean::batched`]. None as for [`LogMean::of`], or when the sizes do not
+    /// add up to the ratios or one is 0.
+    fn testbeds(ratios: &[f64], sizes: &[usize]) -> Option<LogMean> {
+        if sizes.len() < 2 {
+            return LogMean::batched(ratios);
+        }
+        if sizes.iter().sum::<usize>() != ratios.len() || sizes.contains(&0) {
+            return None;
+        }
+        if ratios.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+            return None;
+        }
+        let mut start = 0;
+        let means: Vec<f64> = (sizes.iter())
+            .map(|&n| {
+                let m = ratios[start..start + n].iter().map(|r| r.ln()).sum::<f64>() / n as f64;
+                start += n;
+                m
+            })
+            .collect();
+        let k = means.len();
+        let mean = means.iter().sum::<f64>() / k as f64;
+        let var = means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (k - 1) as f64;
+        Some(LogMean {
+            mean,
+            se: (var / k as f64).sqrt(),
+            df: k - 1,
+        })
+    }
+
     /// The geometric mean and its two-sided 95 % interval.
     fn ci95(self) -> (f64, f64, f64) {
         let half = t975(self.df) * self.se;
@@ -448,13 +481,28 @@ pub fn geomean_ci95_batched(ratios: &[f64]) -> Option<(f64, f64, f64)> {
     LogMean::batched(ratios).map(LogMean::ci95)
 }
 
-/// Two independent series of ratios taken in sequence (two testbeds' rounds), each as
-/// [`geomean_ci95_batched`] takes it: the quotient of their geometric means (`a`'s over
-/// `b`'s) and its two-sided 95 % confidence interval, by Welch's t on the difference of the
-/// logarithms' means (degrees of freedom by Welch–Satterthwaite, rounded down). None when
-/// either series has no interval.
-pub fn geomean_quotient_ci95_batched(a: &[f64], b: &[f64]) -> Option<(f64, f64, f64)> {
-    let (a, b) = (LogMean::batched(a)?, LogMean::batched(b)?);
+/// The geometric mean of ratios from one or more testbeds (`sizes`: how many consecutive
+/// ratios each gave) and its 95 % confidence interval: over the testbeds' own geometric means
+/// (Student's t, K − 1 degrees of freedom) with two testbeds or more, as
+/// [`geomean_ci95_batched`] with one. Testbeds of one configuration differ by more than the
+/// rounds on one of them (docs/guest-scaling.md), which an interval from one testbed leaves
+/// out. None as for [`geomean_ci95`], or when the sizes do not add up to the ratios.
+pub fn geomean_ci95_testbeds(ratios: &[f64], sizes: &[usize]) -> Option<(f64, f64, f64)> {
+    LogMean::testbeds(ratios, sizes).map(LogMean::ci95)
+}
+
+/// Two independent series of ratios, each from its testbeds as [`geomean_ci95_testbeds`]
+/// takes it: the quotient of their geometric means (`a`'s over `b`'s) and its two-sided 95 %
+/// confidence interval, by Welch's t on the difference of the logarithms' means (degrees of
+/// freedom by Welch–Satterthwaite, rounded down). None when either series has no interval.
+pub fn geomean_quotient_ci95(
+    (a, a_sizes): (&[f64], &[usize]),
+    (b, b_sizes): (&[f64], &[usize]),
+) -> Option<(f64, f64, f64)> {
+    let (a, b) = (
+        LogMean::testbeds(a, a_sizes)?,
+        LogMean::testbeds(b, b_sizes)?,
+    );
     let (va, vb) = (a.se * a.se, b.se * b.se);
     let v = va + vb;
     // Neither series spread: the interval is the point, as for one series.
@@ -672,10 +720,54 @@ mod tests {
     }
 
     #[test]
+    fn interval_over_testbeds_takes_what_differs_between_them() {
+        // Two testbeds of 20 rounds, each steady but 0.86 and 0.90: one testbed's rounds say
+        // nothing of the other; over the testbeds the interval spans both (t(1) = 12.706).
+        let ratios: Vec<f64> = (0..40).map(|i| if i < 20 { 0.86 } else { 0.90 }).collect();
+        let (g, lo, hi) = geomean_ci95_testbeds(&ratios, &[20, 20]).unwrap();
+        let (m, half) = (
+            (0.86f64.ln() + 0.90f64.ln()) / 2.0,
+            12.706 * (0.90f64 / 0.86).ln() / 2.0,
+        );
+        assert!((g - m.exp()).abs() < 1e-12);
+        assert!((lo - (m - half).exp()).abs() < 1e-9 && (hi - (m + half).exp()).abs() < 1e-9);
+        // Four testbeds, each with its own rounds' noise: the means of the four.
+        let sizes = [10, 10, 10, 10];
+        let ratios: Vec<f64> = (0..40)
+            .map(|i| [0.86, 0.88, 0.87, 0.89][i / 10] * (1.0 + 0.02 * ((i % 3) as f64 - 1.0)))
+            .collect();
+        let (_, lo, hi) = geomean_ci95_testbeds(&ratios, &sizes).unwrap();
+        assert!(
+            lo > 0.85 && lo < 0.87 && hi > 0.88 && hi < 0.90,
+            "{lo} {hi}"
+        );
+        // One testbed: the batch means.
+        assert_eq!(
+            geomean_ci95_testbeds(&ratios, &[40]),
+            geomean_ci95_batched(&ratios)
+        );
+        assert_eq!(
+            geomean_ci95_testbeds(&ratios, &[]),
+            geomean_ci95_batched(&ratios)
+        );
+        // Sizes that do not add up, or an empty testbed: none.
+        assert!(geomean_ci95_testbeds(&ratios, &[10, 10, 10]).is_none());
+        assert!(geomean_ci95_testbeds(&ratios, &[20, 20, 0]).is_none());
+        // The quotient over testbeds: the interval of both series' testbed means.
+        let floor: Vec<f64> = ratios.iter().map(|r| r / 0.95).collect();
+        let (q, lo, hi) = geomean_quotient_ci95((&ratios, &sizes), (&floor, &sizes)).unwrap();
+        assert!(
+            (q - 0.95).abs() < 1e-9 && lo < 0.95 && hi > 0.95,
+            "{q} {lo} {hi}"
+        );
+    }
+
+    #[test]
     fn quotient_of_two_series_and_its_interval() {
         // logs 0 and 0.2 over a series without spread: mean 0.1, standard error 0.1, and
         // Welch's degrees of freedom those of the first series alone (1): t = 12.706.
-        let (q, lo, hi) = geomean_quotient_ci95_batched(&[1.0, 0.2f64.exp()], &[1.0; 4]).unwrap();
+        let (q, lo, hi) =
+            geomean_quotient_ci95((&[1.0, 0.2f64.exp()], &[]), (&[1.0; 4], &[])).unwrap();
         assert!((q - 0.1f64.exp()).abs() < 1e-12);
         assert!((lo - (0.1 - 1.2706f64).exp()).abs() < 1e-9);
         assert!((hi - (0.1 + 1.2706f64).exp()).abs() < 1e-9);
@@ -685,21 +777,21 @@ mod tests {
             .map(|i| (0.04 * ((i * 7919 % 40) as f64 / 20.0 - 1.0)).exp())
             .collect();
         let other: Vec<f64> = noise.iter().rev().map(|r| r * 0.9).collect();
-        let (q, lo, hi) = geomean_quotient_ci95_batched(&other, &noise).unwrap();
+        let (q, lo, hi) = geomean_quotient_ci95((&other, &[]), (&noise, &[])).unwrap();
         assert!((q - 0.9).abs() < 1e-9, "{q}");
         assert!(lo < 0.9 && hi > 0.9, "{lo} {hi}");
         let (_, lo1, hi1) = geomean_ci95_batched(&noise).unwrap();
         assert!(hi / lo > hi1 / lo1, "{lo}–{hi} against {lo1}–{hi1}");
         // The quotient turned round is the reciprocal, its interval too.
-        let (r, rlo, rhi) = geomean_quotient_ci95_batched(&noise, &other).unwrap();
+        let (r, rlo, rhi) = geomean_quotient_ci95((&noise, &[]), (&other, &[])).unwrap();
         assert!((r * q - 1.0).abs() < 1e-9 && (rlo * hi - 1.0).abs() < 1e-9);
         assert!((rhi * lo - 1.0).abs() < 1e-9);
         // No spread in either: the interval is the point.
-        let (q, lo, hi) = geomean_quotient_ci95_batched(&[0.9; 40], &[1.0; 40]).unwrap();
+        let (q, lo, hi) = geomean_quotient_ci95((&[0.9; 40], &[]), (&[1.0; 40], &[])).unwrap();
         assert!((q - 0.9).abs() < 1e-9 && (lo - 0.9).abs() < 1e-6 && (hi - 0.9).abs() < 1e-6);
         // Too few rounds, or a ratio that is not positive: no interval.
-        assert!(geomean_quotient_ci95_batched(&[0.9], &noise).is_none());
-        assert!(geomean_quotient_ci95_batched(&noise, &[1.0, 0.0]).is_none());
+        assert!(geomean_quotient_ci95((&[0.9], &[]), (&noise, &[])).is_none());
+        assert!(geomean_quotient_ci95((&noise, &[]), (&[1.0, 0.0], &[])).is_none());
     }
 
     fn sample(config: &str, mbps: f64, warmup: bool) -> Sample {
