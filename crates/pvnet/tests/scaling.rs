@@ -48,7 +48,7 @@ fn a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one() {
     let verdict = s["aggregate_verdict"].as_str().unwrap();
     assert!(["holds", "fails", "undecided"].contains(&verdict), "{s}");
 
-    // Standing testbeds: 4 rounds on two testbeds one after the other (the default four
+    // Standing testbeds: 4 rounds on two testbeds one after the other (the default eight
     // testbeds, at most half the rounds), each round with a one-guest and a two-guest slice
     // that moved data, the Jain's index of each 2-guest slice, and every stream verified whole.
     let o = &v["scaling_one_testbed"][0];

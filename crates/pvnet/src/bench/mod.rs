@@ -122,18 +122,18 @@ pub struct BenchArgs {
     /// 1.3–2× narrower than 1 s slices.
     #[arg(long)]
     pub paired_seconds: Option<f64>,
-    /// `--sweep guests`: rounds of the one-testbed comparison of each configuration's largest
-    /// guest count against one guest (default 40, quick 10; 0 skips it). One testbed of N
+    /// `--sweep guests`: rounds of the standing-testbed comparison of each configuration's
+    /// largest guest count against one guest (default 40, quick 10; 0 skips it). Testbeds of N
     /// guests, connections that stay open, and in each round a slice with one guest streaming
     /// and one with all N (0.5 s each after 0.3 s to settle): the 8 ÷ 1 ratio without the
     /// ±10–15 % that separates fresh testbeds here. Only with the guests on the receiving CPU
     /// (`--placement same`, the default) and streams into the guests.
     #[arg(long)]
     pub scaling_rounds: Option<usize>,
-    /// `--sweep guests`: testbeds the one-testbed comparison's rounds are split between, one
-    /// started after the other (default 4, 1 to 16, at most half the rounds: each testbed runs
-    /// two rounds or more). Testbeds of one configuration differ by ±0.02 in 8 ÷ 1, more than
-    /// one testbed's rounds say; the interval is taken over the testbeds.
+    /// `--sweep guests`: testbeds the standing-testbed comparison's rounds are split between,
+    /// one started after the other (default 8, 1 to 16, at most half the rounds: each testbed
+    /// runs two rounds or more). Testbeds of one configuration differ by ±0.02 in 8 ÷ 1, more
+    /// than one testbed's rounds say; the interval is taken over the testbeds.
     #[arg(long)]
     pub scaling_testbeds: Option<usize>,
     /// The two PV configurations of the paired comparison, BASE,OTHER. The project asks
@@ -235,7 +235,7 @@ pub enum SweepKind {
 }
 
 /// The default and the largest `--scaling-testbeds`.
-const DEFAULT_SCALING_TESTBEDS: usize = 4;
+const DEFAULT_SCALING_TESTBEDS: usize = 8;
 const MAX_SCALING_TESTBEDS: usize = 16;
 
 /// The default `--sweep-values` of `--sweep guests`.
@@ -1121,8 +1121,8 @@ mod tests {
         };
         let sweep = ["--sweep", "guests", "--configs", "xen"];
         let with = |more: &[&'static str]| [&sweep[..], more].concat();
-        assert_eq!(plan(&sweep).unwrap(), (40, 4), "the defaults");
-        assert_eq!(plan(&with(&["--quick"])).unwrap(), (10, 4));
+        assert_eq!(plan(&sweep).unwrap(), (40, 8), "the defaults");
+        assert_eq!(plan(&with(&["--quick"])).unwrap(), (10, 5));
         assert_eq!(plan(&with(&["--scaling-rounds", "5"])).unwrap(), (5, 2));
         assert_eq!(plan(&with(&["--scaling-rounds", "3"])).unwrap(), (3, 1));
         assert_eq!(plan(&with(&["--scaling-testbeds", "1"])).unwrap(), (40, 1));
