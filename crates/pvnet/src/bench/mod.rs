@@ -588,7 +588,7 @@ struct Plan {
     sweep: Option<SweepInfo>,
     pair: (String, String),
     params: Params,
-    /// The configurations the one-testbed comparison runs at their largest guest count.
+    /// The configurations the standing-testbed comparison runs at their largest guest count.
     scaling: Vec<String>,
 }
 
@@ -812,7 +812,7 @@ fn port_params(args: &BenchArgs) -> Result<configs::PortParams> {
 }
 
 /// For each configuration that runs with one guest and with more (a guest sweep), the one
-/// with the most guests: what the one-testbed comparison runs. Streams into guests only (not
+/// with the most guests: what the standing-testbed comparison runs. Streams into guests only (not
 /// `@tx`), and neither HVM nor guest-to-guest configurations.
 fn scaling_configs(configs: &[String]) -> Vec<String> {
     let mut best: Vec<(String, usize, String)> = Vec::new();
@@ -859,7 +859,7 @@ fn expand_exit_costs(configs: &[String], costs: &[u64]) -> Result<Vec<String>> {
 }
 
 type PairedOutcome = (Option<paired::Paired>, Option<String>);
-/// The one-testbed comparisons that ran, and why any failed.
+/// The standing-testbed comparisons that ran, and why any failed.
 type ScalingOutcome = (Vec<scaling::OneTestbed>, Vec<String>);
 
 /// Runs the plan: every step on a fresh testbed, then the paired comparison. A failed
@@ -914,7 +914,7 @@ fn execute(plan: &Plan) -> Result<(Vec<Sample>, PairedOutcome, ScalingOutcome)> 
     }
     let (mut one_testbed, mut one_testbed_errors) = (Vec::new(), Vec::new());
     for c in &plan.scaling {
-        progress.step(&format!("{c} against one guest on one testbed"));
+        progress.step(&format!("{c} against one guest on standing testbeds"));
         let r = scaling::run_one_testbed(
             c,
             plan.params.scaling_rounds,
@@ -929,9 +929,9 @@ fn execute(plan: &Plan) -> Result<(Vec<Sample>, PairedOutcome, ScalingOutcome)> 
                 progress.finish();
                 return Err(e);
             }
-            Err(e) => {
-                one_testbed_errors.push(format!("the one-testbed comparison of {c} failed: {e:#}"))
-            }
+            Err(e) => one_testbed_errors.push(format!(
+                "the standing-testbed comparison of {c} failed: {e:#}"
+            )),
         }
     }
     progress.finish();

@@ -44,7 +44,7 @@ pub struct Run {
     /// The paired TCP_RR comparison, when it ran; why it failed, when it did.
     pub paired: Option<paired::Paired>,
     pub paired_error: Option<String>,
-    /// The one-testbed comparisons of N guests against one (`--sweep guests`), and why any
+    /// The standing-testbed comparisons of N guests against one (`--sweep guests`), and why any
     /// failed.
     pub one_testbed: Vec<scaling::OneTestbed>,
     pub one_testbed_errors: Vec<String>,
