@@ -173,9 +173,9 @@ pub fn table(rows: &[Scaling]) -> Table {
 /// What the table's verdicts mean, for the report.
 pub const NOTE: &str = "Each round of the run ran every configuration once, back to back, so each round gives a paired ratio: the N-guest aggregate over the same round's one guest. The goal is judged on the 95 % confidence interval of the rounds' geometric mean (Student's t on the logarithms): `holds` when the whole interval lies at or above it, `fails` when the whole interval lies below it, `undecided` when it straddles it (more repetitions, `--reps`, narrow it). The ratio of the medians is shown beside it; one run's ratio of medians moves by several hundredths with the one-guest figure alone.";
 
-/// Slices of the standing-testbed comparison: seconds measured, and seconds let pass after each
-/// switch before measuring (what the paused streams had in flight drains, the resumed ones
-/// reach their rate: at 8 guests the senders' RTT is 25–40 ms here).
+/// Slices of the standing-testbed comparison: seconds measured, and seconds let pass after
+/// each switch before measuring (what the paused streams had in flight drains, the resumed
+/// ones reach their rate: at 8 guests the senders' RTT is 25–40 ms here).
 pub const SLICE_SECONDS: f64 = 0.5;
 pub const SETTLE_SECONDS: f64 = 0.3;
 
@@ -281,10 +281,11 @@ impl OneTestbed {
     }
 }
 
-/// A configuration's standing-testbed N ÷ 1 against its floor's ([`configs::FLOORS`]) at the same N
-/// in the same run: the quotient of the two geometric means and its interval (two testbeds,
-/// so Welch's t on the logarithms). 1 is the floor's own scaling; below it, Xen's machinery
-/// loses more to the extra guests than the port and the TAP alone do.
+/// A configuration's standing-testbed N ÷ 1 against its floor's ([`configs::FLOORS`]) at the
+/// same N in the same run: the quotient of the two geometric means and its interval (two
+/// series from testbeds of their own, so Welch's t on the logarithms). 1 is the floor's own
+/// scaling; below it, Xen's machinery loses more to the extra guests than the port and the
+/// TAP alone do.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AgainstFloor {
     /// The configuration (`xen/g8`) and its floor (`relay/g8`).
@@ -352,7 +353,7 @@ pub fn one_testbed_table(rows: &[OneTestbed]) -> Table {
                 col(&|s| format!("{:.0}", med(&s.all_mbps).unwrap_or(0.0))),
             ),
             (
-                "÷ one guest, geometric mean of rounds".into(),
+                "÷ one guest, geometric mean over the testbeds".into(),
                 col(&|s| f2(s.geomean)),
             ),
             (
@@ -408,8 +409,8 @@ pub fn one_testbed_table(rows: &[OneTestbed]) -> Table {
 /// What the standing-testbed table's figures are, for the report.
 pub const ONE_TESTBED_NOTE: &str = "For each configuration, testbeds of N guests started one after the other (`--scaling-testbeds`, default 8), the rounds split evenly between them; on each, its N receivers and one sender process on the remote host (`pvnet perf streams`) keeping one connection per guest open throughout, with `tcp_slow_start_after_idle` off so that a paused stream resumes at its window. Each round runs a slice with one guest streaming (guest `round mod N`) and a slice with all N, in the order one–all, then all–one; each slice counts the bytes the receivers acknowledged (`tcpi_bytes_acked`) over 0.5 s, after 0.3 s in which the paused streams drain and the resumed ones reach their rate. The ratio per round is the all-N slice over the one-guest slice; the geometric mean is that of the testbeds' own, and its interval Student's t over the testbeds' (K − 1 degrees of freedom): testbeds of one configuration differ by more than the rounds on one of them (±0.02 in 8 ÷ 1 here), which an interval over one testbed's rounds leaves out. With one testbed, the interval is over the means of 16 batches of consecutive rounds (32 rounds or more), as for the paired TCP_RR. Jain's index is given over the whole session (each stream's bytes summed over the all-N slices: what a stream of several seconds on a fresh testbed measures; the goal is judged on it) and per all-N slice (the sharing over half a second, which can be uneven while the session's is even). Every stream is verified byte for byte by its receiver at the end.";
 
-/// What the standing-testbed table's rows against the floors are, for the report: the floors named
-/// from [`configs::FLOORS`].
+/// What the standing-testbed table's rows against the floors are, for the report: the floors
+/// named from [`configs::FLOORS`].
 pub fn floors_note() -> String {
     let pairs: Vec<String> = (configs::FLOORS.iter())
         .map(|(c, f)| format!("`{f}` for `{c}`"))
