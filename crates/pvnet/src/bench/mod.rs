@@ -1001,6 +1001,19 @@ fn present(run: &Run, args: &BenchArgs, out: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// `pvnet bench ARGS` as the command line parses them, or clap's message.
+    fn bench_args(args: &[&str]) -> Result<BenchArgs, String> {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct B {
+            #[command(flatten)]
+            b: BenchArgs,
+        }
+        (B::try_parse_from(["bench"].iter().chain(args)))
+            .map(|b| b.b)
+            .map_err(|e| e.to_string())
+    }
+
     #[test]
     fn hvm_configurations_run_at_every_exit_cost() {
         let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
@@ -1023,17 +1036,7 @@ mod tests {
 
     #[test]
     fn record_sweep_arguments() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct B {
-            #[command(flatten)]
-            b: BenchArgs,
-        }
-        let a = |x: &[&str]| {
-            B::try_parse_from(std::iter::once("bench").chain(x.iter().copied()))
-                .unwrap()
-                .b
-        };
+        let a = |x: &[&str]| bench_args(x).unwrap();
         let (p, _) = record_plan(&a(&["--sweep", "record-size"])).unwrap();
         assert_eq!(
             p.configs,
@@ -1085,38 +1088,22 @@ mod tests {
 
     #[test]
     fn bench_arguments_take_exit_costs() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct B {
-            #[command(flatten)]
-            b: BenchArgs,
-        }
-        let a = B::try_parse_from(["bench"]).unwrap().b;
+        let a = bench_args(&[]).unwrap();
         assert_eq!(
             configs::parse_exit_costs(&a.exit_cost_ns).unwrap(),
             [0, 1000]
         );
-        let a = B::try_parse_from(["bench", "--configs", "hvm", "--exit-cost-ns", "0"])
-            .unwrap()
-            .b;
+        let a = bench_args(&["--configs", "hvm", "--exit-cost-ns", "0"]).unwrap();
         let plan = Plan::new(&a).unwrap();
         assert_eq!(plan.configs, ["hvm"]);
-        let a = B::try_parse_from(["bench", "--configs", "hvm,xen", "--exit-cost-ns", "x"])
-            .unwrap()
-            .b;
+        let a = bench_args(&["--configs", "hvm,xen", "--exit-cost-ns", "x"]).unwrap();
         assert!(Plan::new(&a).is_err());
     }
 
     #[test]
     fn the_one_testbed_rounds_split_between_testbeds_as_asked() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct B {
-            #[command(flatten)]
-            b: BenchArgs,
-        }
         let plan = |args: &[&str]| {
-            let a = B::try_parse_from(["bench"].iter().chain(args)).unwrap().b;
+            let a = bench_args(args).unwrap();
             Plan::new(&a).map(|p| (p.params.scaling_rounds, p.params.scaling_testbeds))
         };
         let sweep = ["--sweep", "guests", "--configs", "xen"];
@@ -1141,15 +1128,9 @@ mod tests {
 
     #[test]
     fn placement_of_guests_is_taken_with_several_guests_only() {
-        use clap::Parser;
         use measure::GuestPlacement;
-        #[derive(Parser)]
-        struct B {
-            #[command(flatten)]
-            b: BenchArgs,
-        }
         let plan = |args: &[&str]| {
-            let a = B::try_parse_from(["bench"].iter().chain(args)).unwrap().b;
+            let a = bench_args(args).unwrap();
             Plan::new(&a).map(|p| p.params.measure.placement)
         };
         assert_eq!(plan(&["--configs", "xen"]).unwrap(), GuestPlacement::Same);
@@ -1168,17 +1149,7 @@ mod tests {
 
     #[test]
     fn the_ports_settings_reach_every_daemon_the_bench_starts() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct B {
-            #[command(flatten)]
-            b: BenchArgs,
-        }
-        let args = |extra: &[&str]| {
-            B::try_parse_from(["bench"].iter().chain(extra))
-                .map_err(|e| e.to_string())
-                .map(|b| b.b)
-        };
+        let args = bench_args;
         let asked = [
             "--ring-frames",
             "4096",
@@ -1265,16 +1236,8 @@ mod tests {
 
     #[test]
     fn guest_cgroups_are_passed_on_or_left_to_the_daemon() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct B {
-            #[command(flatten)]
-            b: BenchArgs,
-        }
         let plan = |args: &[&str]| {
-            let a = B::try_parse_from(["bench"].iter().chain(args))
-                .map_err(|e| e.to_string())?
-                .b;
+            let a = bench_args(args)?;
             Plan::new(&a)
                 .map(|p| p.params.measure.guest_cgroups)
                 .map_err(|e| e.to_string())

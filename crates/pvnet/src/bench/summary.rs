@@ -373,21 +373,27 @@ struct LogMean {
 }
 
 impl LogMean {
-    /// Over the ratios as independent samples. None with fewer than two ratios or any ratio
-    /// not positive and finite.
-    fn of(ratios: &[f64]) -> Option<LogMean> {
-        let n = ratios.len();
-        if n < 2 || ratios.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
-            return None;
-        }
-        let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
-        let mean = logs.iter().sum::<f64>() / n as f64;
-        let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        Some(LogMean {
+    /// The mean of `values` (logarithms, or means of them), taken as independent samples: its
+    /// standard error and `n − 1` degrees of freedom. At least two values.
+    fn of_samples(values: &[f64]) -> LogMean {
+        let n = values.len();
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let var = values.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        LogMean {
             mean,
             se: (var / n as f64).sqrt(),
             df: n - 1,
-        })
+        }
+    }
+
+    /// Over the ratios as independent samples. None with fewer than two ratios or any ratio
+    /// not positive and finite.
+    fn of(ratios: &[f64]) -> Option<LogMean> {
+        if ratios.len() < 2 || ratios.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+            return None;
+        }
+        let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
+        Some(LogMean::of_samples(&logs))
     }
 
     /// Over the means of [`CI_BATCHES`] batches of consecutive ratios (see
@@ -440,14 +446,7 @@ impl LogMean {
                 m
             })
             .collect();
-        let k = means.len();
-        let mean = means.iter().sum::<f64>() / k as f64;
-        let var = means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (k - 1) as f64;
-        Some(LogMean {
-            mean,
-            se: (var / k as f64).sqrt(),
-            df: k - 1,
-        })
+        Some(LogMean::of_samples(&means))
     }
 
     /// The geometric mean and its two-sided 95 % interval.
