@@ -25,7 +25,7 @@ use super::plot::guest_lines;
 use super::progress::Progress;
 use super::report::{fmt, Table};
 use super::summary::{
-    geomean_ci95, geomean_ci95_testbeds, geomean_quotient_ci95, ConfigSummary, Stat,
+    geomean_ci95, geomean_ci95_testbeds, geomean_quotient_ci95, split_evenly, ConfigSummary, Stat,
 };
 use super::{child, configs, interrupt, testbed};
 use crate::config::Mode;
@@ -421,14 +421,6 @@ pub fn floors_note() -> String {
     )
 }
 
-/// How `rounds` rounds split between `testbeds` testbeds, in order: as evenly as possible.
-pub fn split_rounds(rounds: usize, testbeds: usize) -> Vec<usize> {
-    let k = testbeds.max(1);
-    (0..k)
-        .map(|i| rounds * (i + 1) / k - rounds * i / k)
-        .collect()
-}
-
 /// The rounds one testbed runs: `count` from round `first` of `total`, on testbed `testbed`
 /// of `testbeds` (counted from 0).
 #[derive(Clone, Copy, Debug)]
@@ -440,7 +432,7 @@ struct Span {
     testbeds: usize,
 }
 
-/// What one testbed's rounds measured.
+/// What the testbeds' rounds measured, each testbed's added in turn.
 struct Session {
     one: Vec<f64>,
     all: Vec<f64>,
@@ -450,7 +442,7 @@ struct Session {
 }
 
 /// Runs the standing-testbed comparison of `config` (a `NAME/gN` with N ≥ 2): `rounds` rounds,
-/// split between `testbeds` testbeds started one after the other ([`split_rounds`]).
+/// split between `testbeds` testbeds started one after the other ([`split_evenly`]).
 pub fn run_one_testbed(
     config: &str,
     rounds: usize,
@@ -463,10 +455,15 @@ pub fn run_one_testbed(
     if guests < 2 {
         bail!("{config}: the standing-testbed comparison needs at least 2 guests");
     }
-    let sizes = split_rounds(rounds, testbeds);
-    let (mut one, mut all, mut fair) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut stream_bytes, mut verified, mut ids) = (vec![0u64; guests], 0, Vec::new());
-    let mut first = 0;
+    let sizes = split_evenly(rounds, testbeds);
+    let mut sum = Session {
+        one: Vec::new(),
+        all: Vec::new(),
+        fair: Vec::new(),
+        stream_bytes: vec![0; guests],
+        bytes_verified: 0,
+    };
+    let (mut ids, mut first) = (Vec::new(), 0);
     for (testbed, &count) in sizes.iter().enumerate() {
         let span = Span {
             first,
@@ -478,35 +475,38 @@ pub fn run_one_testbed(
         // A configuration of its own for each testbed: its own run id.
         let cfg = p.daemon_config(configs::daemon_config(config)?);
         let mode = cfg.mode;
-        let (s, info) = testbed::with_testbed(&cfg, config, progress, |info| {
-            rounds_on(info, mode, config, guests, span, p, progress)
+        let ((), info) = testbed::with_testbed(&cfg, config, progress, |info| {
+            rounds_on(info, mode, config, span, p, progress, &mut sum)
         })?;
-        one.extend(s.one);
-        all.extend(s.all);
-        fair.extend(s.fair);
-        for (sum, b) in stream_bytes.iter_mut().zip(&s.stream_bytes) {
-            *sum += b;
-        }
-        verified += s.bytes_verified;
         ids.push(info.id.clone());
         first += count;
     }
+    let Session {
+        one,
+        all,
+        fair,
+        stream_bytes,
+        bytes_verified,
+    } = sum;
     let mut r = OneTestbed::new(config, guests, (one, all), sizes, fair, stream_bytes);
-    r.bytes_verified = verified;
+    r.bytes_verified = bytes_verified;
     r.run_ids = ids;
     r.wall_seconds = t0.elapsed().as_secs_f64();
     Ok(r)
 }
 
+/// Runs the rounds of `span` on the testbed `info` and adds what they measured to `sum`
+/// (whose `stream_bytes` has a place for each of the testbed's guests).
 fn rounds_on(
     info: &RunInfo,
     mode: Mode,
     config: &str,
-    guests: usize,
     span: Span,
     p: &Params,
     progress: &Progress,
-) -> Result<Session> {
+    sum: &mut Session,
+) -> Result<()> {
+    let guests = sum.stream_bytes.len();
     let exe = std::env::current_exe()?;
     let remote = Netns::open(&info.remote_ns)?;
     // A paused stream keeps its congestion window: it resumes where it was, not from the
@@ -551,8 +551,6 @@ fn rounds_on(
     };
     // Every stream up to speed once before the first round.
     slice("all", 0.0, 1.0)?;
-    let (mut one, mut all, mut fair) = (Vec::new(), Vec::new(), Vec::new());
-    let mut stream_bytes = vec![0u64; guests];
     let every = span.count.div_ceil(8).max(1);
     let rounds = span.first..span.first + span.count;
     for round in rounds.clone() {
@@ -579,13 +577,13 @@ fn rounds_on(
         for active in order {
             let s = slice(active, SETTLE_SECONDS, SLICE_SECONDS)?;
             if active == "all" {
-                all.push(s.mbps());
-                fair.push(measure::jain(&s.active_mbps()));
-                for (sum, b) in stream_bytes.iter_mut().zip(&s.bytes) {
-                    *sum += b;
+                sum.all.push(s.mbps());
+                sum.fair.push(measure::jain(&s.active_mbps()));
+                for (total, b) in sum.stream_bytes.iter_mut().zip(&s.bytes) {
+                    *total += b;
                 }
             } else {
-                one.push(s.mbps());
+                sum.one.push(s.mbps());
             }
         }
     }
@@ -608,13 +606,8 @@ fn rounds_on(
             );
         }
     }
-    Ok(Session {
-        one,
-        all,
-        fair,
-        stream_bytes,
-        bytes_verified: result.receivers.iter().map(|x| x.bytes).sum(),
-    })
+    sum.bytes_verified += result.receivers.iter().map(|x| x.bytes).sum::<u64>();
+    Ok(())
 }
 
 #[cfg(test)]
@@ -814,11 +807,11 @@ mod tests {
 
     #[test]
     fn rounds_split_evenly_between_testbeds_in_order() {
-        assert_eq!(split_rounds(40, 4), [10, 10, 10, 10]);
-        assert_eq!(split_rounds(10, 4), [2, 3, 2, 3]);
-        assert_eq!(split_rounds(40, 1), [40]);
-        assert_eq!(split_rounds(40, 0), [40], "no testbed is one");
-        assert_eq!(split_rounds(7, 3).iter().sum::<usize>(), 7);
+        assert_eq!(split_evenly(40, 4), [10, 10, 10, 10]);
+        assert_eq!(split_evenly(10, 4), [2, 3, 2, 3]);
+        assert_eq!(split_evenly(40, 1), [40]);
+        assert_eq!(split_evenly(40, 0), [40], "no testbed is one");
+        assert_eq!(split_evenly(7, 3).iter().sum::<usize>(), 7);
     }
 
     #[test]

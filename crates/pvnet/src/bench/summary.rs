@@ -389,11 +389,10 @@ impl LogMean {
     /// Over the ratios as independent samples. None with fewer than two ratios or any ratio
     /// not positive and finite.
     fn of(ratios: &[f64]) -> Option<LogMean> {
-        if ratios.len() < 2 || ratios.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+        if ratios.len() < 2 {
             return None;
         }
-        let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
-        Some(LogMean::of_samples(&logs))
+        Some(LogMean::of_samples(&logs_of(ratios)?))
     }
 
     /// Over the means of [`CI_BATCHES`] batches of consecutive ratios (see
@@ -403,18 +402,9 @@ impl LogMean {
         if n < 2 * CI_BATCHES {
             return LogMean::of(ratios);
         }
-        if ratios.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
-            return None;
-        }
-        let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
+        let logs = logs_of(ratios)?;
         let mean = logs.iter().sum::<f64>() / n as f64;
-        // Batch b holds rounds [b·n/B, (b+1)·n/B): sizes differ by at most one.
-        let means: Vec<f64> = (0..CI_BATCHES)
-            .map(|b| {
-                let batch = &logs[b * n / CI_BATCHES..(b + 1) * n / CI_BATCHES];
-                batch.iter().sum::<f64>() / batch.len() as f64
-            })
-            .collect();
+        let means = run_means(&logs, &split_evenly(n, CI_BATCHES));
         let var = means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (CI_BATCHES - 1) as f64;
         Some(LogMean {
             mean,
@@ -435,18 +425,7 @@ impl LogMean {
         if sizes.iter().sum::<usize>() != ratios.len() || sizes.contains(&0) {
             return None;
         }
-        if ratios.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
-            return None;
-        }
-        let mut start = 0;
-        let means: Vec<f64> = (sizes.iter())
-            .map(|&n| {
-                let m = ratios[start..start + n].iter().map(|r| r.ln()).sum::<f64>() / n as f64;
-                start += n;
-                m
-            })
-            .collect();
-        Some(LogMean::of_samples(&means))
+        Some(LogMean::of_samples(&run_means(&logs_of(ratios)?, sizes)))
     }
 
     /// The geometric mean and its two-sided 95 % interval.
@@ -458,6 +437,32 @@ impl LogMean {
             (self.mean + half).exp(),
         )
     }
+}
+
+/// The logarithms of the ratios; None if any is not positive and finite.
+fn logs_of(ratios: &[f64]) -> Option<Vec<f64>> {
+    (ratios.iter())
+        .map(|r| (r.is_finite() && *r > 0.0).then(|| r.ln()))
+        .collect()
+}
+
+/// The mean of each run of consecutive `values`, `sizes[k]` long for run k (none empty).
+fn run_means(values: &[f64], sizes: &[usize]) -> Vec<f64> {
+    let mut start = 0;
+    (sizes.iter())
+        .map(|&n| {
+            let m = values[start..start + n].iter().sum::<f64>() / n as f64;
+            start += n;
+            m
+        })
+        .collect()
+}
+
+/// `n` things split into `k` runs in order, as evenly as possible (sizes differ by at most
+/// one; run i holds `[i·n/k, (i+1)·n/k)`). No run at all is one run.
+pub fn split_evenly(n: usize, k: usize) -> Vec<usize> {
+    let k = k.max(1);
+    (0..k).map(|i| n * (i + 1) / k - n * i / k).collect()
 }
 
 /// The geometric mean of positive ratios and its two-sided 95 % confidence interval (Student's
