@@ -269,8 +269,12 @@ pub struct PnicStats {
     pub rx_bad_blocks: u64,
     /// V3: blocks the consumer has left that leases still hold, now.
     pub rx_blocks_held: u32,
-    /// V3, kernel: times the kernel found its next block still held and stopped the ring
-    /// (`tp_freeze_q_cnt`; frames arriving meanwhile are in `tp_drops`).
+    /// V3: times the consumer came round to a block that leases still held: the kernel had
+    /// stopped at it, a freeze that the leases caused (counted once per stop).
+    pub rx_hold_stops: u64,
+    /// V3, kernel: times the kernel found its next block still user space's and stopped the
+    /// ring (`tp_freeze_q_cnt`; frames arriving meanwhile are in `tp_drops`): a block held by
+    /// leases ([`PnicStats::rx_hold_stops`]), or one the consumer had not reached yet.
     pub tp_ring_frozen: u64,
 }
 
@@ -1492,10 +1496,15 @@ impl Pnic {
             kernel(|q| q.tp_drops),
             kernel(|q| q.tp_frozen),
         );
-        let (blocks, bad_blocks, held) = match &self.queues[0].ring {
-            Rx::V2(_) => (0, 0, 0),
-            Rx::V3(r) => (r.blocks, r.bad_blocks, r.blocks_held()),
-        };
+        let (mut blocks, mut bad_blocks, mut held, mut hold_stops) = (0, 0, 0, 0);
+        for q in &self.queues {
+            if let Rx::V3(r) = &q.ring {
+                blocks += r.blocks;
+                bad_blocks += r.bad_blocks;
+                held += r.blocks_held();
+                hold_stops += r.hold_stops;
+            }
+        }
         let s = &self.rx_stats;
         PnicStats {
             rx_frames: s.frames,
@@ -1517,6 +1526,7 @@ impl Pnic {
             rx_blocks: blocks,
             rx_bad_blocks: bad_blocks,
             rx_blocks_held: held,
+            rx_hold_stops: hold_stops,
             tp_ring_frozen: tp_frozen,
         }
     }

@@ -304,6 +304,11 @@ pub(crate) struct Ring3 {
     /// Blocks walked, and of those skipped as malformed.
     pub blocks: u64,
     pub bad_blocks: u64,
+    /// Times the consumer came round to a block that leases still held from its last lap:
+    /// the kernel, which filled the block before it, has stopped there too.
+    pub hold_stops: u64,
+    /// The held block the consumer last stopped at, so that each stop is counted once.
+    stopped_at: Option<u32>,
     /// Unused by V3 leases (the hold count does the Release guard's work); a Lease wants one.
     not_taken: Cell<bool>,
 }
@@ -329,6 +334,8 @@ impl Ring3 {
             behind: 0,
             blocks: 0,
             bad_blocks: 0,
+            hold_stops: 0,
+            stopped_at: None,
             not_taken: Cell::new(false),
         }
     }
@@ -429,10 +436,18 @@ impl Ring3 {
     fn open_head(&mut self) -> bool {
         let st = self.status(self.head);
         let s = st.load(Ordering::Acquire);
-        if s & libc::TP_STATUS_USER == 0 || s & HELD != 0 {
+        if s & libc::TP_STATUS_USER == 0 {
+            return false;
+        }
+        if s & HELD != 0 {
+            if self.stopped_at != Some(self.head) {
+                self.hold_stops += 1;
+                self.stopped_at = Some(self.head);
+            }
             return false;
         }
         st.store(s | HELD, Ordering::Relaxed);
+        self.stopped_at = None;
         self.holds.open(self.head);
         self.blocks += 1;
         let mut pkts = std::mem::take(&mut self.pkts);
@@ -759,10 +774,24 @@ mod tests {
         assert!(!r.head_ready());
         assert!(r.consume(|_| ()).is_none());
         assert!(r.hold_in_the_way());
+        // The stop is counted once, however often the consumer looks again.
+        assert!(r.consume(|_| ()).is_none());
+        assert_eq!(r.hold_stops, 1);
         // Leases may move to another thread and let go there.
         std::thread::spawn(move || drop(l)).join().unwrap();
         assert_eq!(status_of(&r, 0), libc::TP_STATUS_KERNEL);
         assert_eq!(r.blocks, 1);
+        // The kernel fills it again; the consumer walks it, and the next lap's stop at it
+        // is a stop of its own.
+        r.status(0).store(libc::TP_STATUS_USER, Ordering::Release);
+        let take = |s: Slot<'_>| match s {
+            Slot::Frame { data, .. } => data.take(),
+            Slot::Bad => panic!("bad"),
+        };
+        let l = r.consume(take).unwrap();
+        assert!(r.consume(|_| ()).is_none());
+        assert_eq!((r.blocks, r.hold_stops), (2, 2));
+        drop(l);
     }
 
     #[test]

@@ -950,6 +950,64 @@ fn v3_blocks_hold_64_kib_gso_frames_whole_and_leases_hold_their_block() {
     );
 }
 
+/// A V3 ring whose consumer keeps up but holds one old block: the kernel comes round to
+/// the held block and stops the ring there (its freeze count moves, frames are dropped), and
+/// the consumer, arriving at the same block, counts the stop once; given back, the ring flows
+/// again and the count stays. A consumer that falls behind freezes the ring without a stop.
+#[test]
+fn a_v3_ring_that_comes_round_to_a_held_block_stops_there_and_counts_it() {
+    if !is_root() {
+        eprintln!("skipping a_v3_ring_that_comes_round_to_a_held_block...: needs root (veth)");
+        return;
+    }
+    let bed = Bed::new();
+    let mut p = open_a_v3(&bed, 4);
+    let peer = in_ns(&bed.b.0, || {
+        Pnic::open(&PnicConfig {
+            frame_nr: 32,
+            ..PnicConfig::new(IF_B)
+        })
+        .expect("open the peer's port")
+    });
+    let big = |f: &RxFrame<'_>| f.data().len() > 1000;
+    send_gso_from_peer(&peer, 1, 65_226);
+    let kept = poll_until(&mut p, 1, 3000, |f| big(&f).then(|| f.take()));
+    assert_eq!(kept.len(), 1, "the first frame, leased");
+    // Four blocks of 256 KiB hold at most 16 such frames: 40, each read as it comes (the
+    // retire timer hands over a block a millisecond after its last frame), lap the ring.
+    let mut read = 0;
+    for seq in 2..42u32 {
+        send_gso_from_peer(&peer, seq, 65_226);
+        read += poll_until(&mut p, 1, 30, |f| big(&f).then_some(())).len();
+    }
+    let st = p.stats();
+    assert_eq!(st.rx_hold_stops, 1, "{st:?}");
+    assert!(st.tp_ring_frozen >= 1 && st.tp_drops >= 1, "{st:?}");
+    assert!(read < 40, "frames were dropped at the held block: {st:?}");
+    assert!(p.lease_in_the_way());
+    drop(kept);
+    // Given back: the kernel thaws at the next frame and the ring flows again.
+    for seq in 42..62u32 {
+        send_gso_from_peer(&peer, seq, 65_226);
+        let got = poll_until(&mut p, 1, 3000, |f| big(&f).then_some(()));
+        assert_eq!(got.len(), 1, "frame {seq} after the hold let go");
+    }
+    let after = p.stats();
+    assert_eq!(after.rx_hold_stops, 1, "{after:?}");
+    assert_eq!(after.tp_drops, st.tp_drops, "{after:?}");
+    // A consumer that falls behind freezes the ring too, at blocks it has not read: the
+    // kernel's count moves, the hold stops do not.
+    for seq in 62..102u32 {
+        send_gso_from_peer(&peer, seq, 65_226);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let behind = poll_until(&mut p, 40, 200, |f| big(&f).then_some(())).len();
+    let last = p.stats();
+    assert!(behind < 40, "{last:?}");
+    assert!(last.tp_ring_frozen > after.tp_ring_frozen, "{last:?}");
+    assert_eq!(last.rx_hold_stops, 1, "{last:?}");
+}
+
 /// Nanoseconds since the Unix epoch now (`CLOCK_REALTIME`, the packet ring's clock).
 fn wall_ns() -> u64 {
     std::time::SystemTime::now()

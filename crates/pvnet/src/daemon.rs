@@ -1697,7 +1697,8 @@ impl Daemon {
                 "ring_blocks": p.blocks().map(|b| b.block_nr),
                 "ring_block_size": p.blocks().map(|b| b.block_size),
                 "rx_blocks": s.rx_blocks, "rx_bad_blocks": s.rx_bad_blocks,
-                "rx_blocks_held": s.rx_blocks_held, "kernel_ring_frozen": s.tp_ring_frozen,
+                "rx_blocks_held": s.rx_blocks_held, "rx_hold_stops": s.rx_hold_stops,
+                "kernel_ring_frozen": s.tp_ring_frozen,
             })
         });
         let vifs: Vec<serde_json::Value> = self

@@ -744,9 +744,11 @@ fn a_stopped_guests_leases_do_not_freeze_a_v3_ring() {
     let st = stream_beside_a_stopped_g1(&["--guests", "2", "--port-gro", "--port-ring", "v3"]);
     let (d, p) = (&st["daemon"], &st["pnic"]);
     // The blocks g1's packets pinned were copied out of the kernel's way (before each sleep),
-    // so the ring never froze on them.
+    // so the ring never came round to one of them and froze there. (A daemon kept off the CPU
+    // for longer than the ring lasts freezes it at blocks not yet read: that is counted in
+    // `kernel_ring_frozen` and not in `rx_hold_stops`, and its drops are bounded above.)
     assert!(d["leases_detached"].as_u64().unwrap() >= 1, "{d}");
     assert_eq!(p["ring"], "v3", "{p}");
-    assert_eq!(p["kernel_ring_frozen"].as_u64(), Some(0), "{p}");
+    assert_eq!(p["rx_hold_stops"].as_u64(), Some(0), "{p}");
     assert_eq!(p["rx_bad_blocks"].as_u64(), Some(0), "{p}");
 }
