@@ -18,7 +18,7 @@ fn a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one() {
         "--sweep",
         "guests",
         "--configs",
-        "xen",
+        "xen,relay",
         "--sweep-values",
         "1,2",
         "--reps",
@@ -82,6 +82,29 @@ fn a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one() {
         v["scaling_one_testbed_errors"].as_array().map(Vec::len),
         Some(0)
     );
+    // `relay`, xen's floor, ran beside it, its testbeds interleaved with xen's (xen's first,
+    // relay's first, xen's second, relay's second), and the report sets xen against it.
+    let f = &v["scaling_one_testbed"][1];
+    assert_eq!(f["config"], "relay/g2", "{f}");
+    assert_eq!(f["testbed_rounds"], serde_json::json!([2, 2]), "{f}");
+    let starts = |o: &serde_json::Value| -> Vec<f64> {
+        let a = o["testbed_starts_s"].as_array().unwrap();
+        a.iter().map(|x| x.as_f64().unwrap()).collect()
+    };
+    let (x, r) = (starts(o), starts(f));
+    assert!(
+        x.len() == 2 && r.len() == 2 && x[0] < r[0] && r[0] < x[1] && x[1] < r[1],
+        "interleaved: xen {x:?}, relay {r:?}"
+    );
+    let vs = &v["scaling_one_testbed_vs_floor"][0];
+    assert_eq!(
+        (&vs["config"], &vs["floor"]),
+        (&o["config"], &f["config"]),
+        "{vs}"
+    );
+    let q = vs["quotient"].as_f64().unwrap();
+    let want = o["geomean"].as_f64().unwrap() / f["geomean"].as_f64().unwrap();
+    assert!((q - want).abs() < 1e-9, "{vs}");
     assert_eq!(v["parameters"]["scaling_rounds"], 4);
     assert_eq!(v["parameters"]["scaling_testbeds"], 2);
     for text in [&stdout, &report] {
@@ -91,6 +114,7 @@ fn a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one() {
         );
         assert!(text.contains("testbeds, one after the other"), "{text}");
         assert!(text.contains("aggregate ≥ 0.9× one guest"), "{text}");
+        assert!(text.contains("its floor in this run"), "{text}");
     }
     std::fs::remove_dir_all(&out).unwrap();
 }

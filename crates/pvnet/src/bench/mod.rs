@@ -779,13 +779,15 @@ impl Plan {
         if self.params.paired_rounds > 0 {
             planned.push(2.0 * self.params.paired_rounds as f64 * self.params.paired_seconds);
         }
-        for _ in &self.scaling {
-            planned.push(
-                self.params.scaling_testbeds as f64
-                    + 2.0
-                        * self.params.scaling_rounds as f64
-                        * (scaling::SLICE_SECONDS + scaling::SETTLE_SECONDS),
-            );
+        // One step per standing testbed, the configurations' interleaved
+        // ([`scaling::run_standing`]): a second to start it, and its rounds.
+        for count in summary::split_evenly(self.params.scaling_rounds, self.params.scaling_testbeds)
+        {
+            for _ in &self.scaling {
+                planned.push(
+                    1.0 + 2.0 * count as f64 * (scaling::SLICE_SECONDS + scaling::SETTLE_SECONDS),
+                );
+            }
         }
         planned
     }
@@ -912,28 +914,20 @@ fn execute(plan: &Plan) -> Result<(Vec<Sample>, PairedOutcome, ScalingOutcome)> 
             ),
         };
     }
-    let (mut one_testbed, mut one_testbed_errors) = (Vec::new(), Vec::new());
-    for c in &plan.scaling {
-        progress.step(&format!("{c} against one guest on standing testbeds"));
-        let r = scaling::run_one_testbed(
-            c,
-            plan.params.scaling_rounds,
-            plan.params.scaling_testbeds,
-            &plan.params.measure,
-            &progress,
-        );
-        progress.step_done();
-        match r {
-            Ok(r) => one_testbed.push(r),
-            Err(e) if e.downcast_ref::<interrupt::Interrupted>().is_some() => {
-                progress.finish();
-                return Err(e);
-            }
-            Err(e) => one_testbed_errors.push(format!(
-                "the standing-testbed comparison of {c} failed: {e:#}"
-            )),
+    let standing = scaling::run_standing(
+        &plan.scaling,
+        plan.params.scaling_rounds,
+        plan.params.scaling_testbeds,
+        &plan.params.measure,
+        &progress,
+    );
+    let (one_testbed, one_testbed_errors) = match standing {
+        Ok(r) => r,
+        Err(e) => {
+            progress.finish();
+            return Err(e);
         }
-    }
+    };
     progress.finish();
     Ok((samples, paired, (one_testbed, one_testbed_errors)))
 }

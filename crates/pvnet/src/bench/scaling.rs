@@ -224,6 +224,9 @@ pub struct OneTestbed {
     pub bytes_verified: u64,
     /// The testbeds' run ids, in order.
     pub run_ids: Vec<String>,
+    /// When each testbed started, in seconds from the start of the standing-testbed
+    /// comparisons (every configuration's, interleaved: [`run_standing`]).
+    pub testbed_starts_s: Vec<f64>,
     pub wall_seconds: f64,
 }
 
@@ -271,6 +274,7 @@ impl OneTestbed {
             stream_bytes,
             bytes_verified: 0,
             run_ids: Vec::new(),
+            testbed_starts_s: Vec::new(),
             wall_seconds: 0.0,
         }
     }
@@ -441,29 +445,106 @@ struct Session {
     bytes_verified: u64,
 }
 
-/// Runs the standing-testbed comparison of `config` (a `NAME/gN` with N ≥ 2): `rounds` rounds,
-/// split between `testbeds` testbeds started one after the other ([`split_evenly`]).
-pub fn run_one_testbed(
-    config: &str,
+/// One configuration's standing-testbed comparison while it runs: its rounds so far, its
+/// testbeds' run ids, its time, and the error that stopped it.
+struct Standing {
+    config: String,
+    sum: Session,
+    ids: Vec<String>,
+    starts: Vec<f64>,
+    seconds: f64,
+    failed: Option<String>,
+}
+
+impl Standing {
+    fn new(config: &str) -> Standing {
+        let (guests, failed) = match configs::Name::parse(config) {
+            Err(e) => (0, Some(format!("{e:#}"))),
+            Ok(n) if n.guests < 2 => (
+                0,
+                Some(format!(
+                    "{config}: the standing-testbed comparison needs at least 2 guests"
+                )),
+            ),
+            Ok(n) => (n.guests, None),
+        };
+        Standing {
+            config: config.to_string(),
+            sum: Session {
+                one: Vec::new(),
+                all: Vec::new(),
+                fair: Vec::new(),
+                stream_bytes: vec![0; guests],
+                bytes_verified: 0,
+            },
+            ids: Vec::new(),
+            starts: Vec::new(),
+            seconds: 0.0,
+            failed,
+        }
+    }
+
+    /// The rounds of `span` on a testbed of their own (its own configuration and run id).
+    fn testbed(&mut self, span: Span, p: &Params, progress: &Progress) -> Result<()> {
+        let config = self.config.as_str();
+        let cfg = p.daemon_config(configs::daemon_config(config)?);
+        let mode = cfg.mode;
+        let sum = &mut self.sum;
+        let ((), info) = testbed::with_testbed(&cfg, config, progress, |info| {
+            rounds_on(info, mode, config, span, p, progress, sum)
+        })?;
+        self.ids.push(info.id.clone());
+        Ok(())
+    }
+
+    fn finish(self, sizes: &[usize]) -> Result<OneTestbed, String> {
+        if let Some(e) = self.failed {
+            return Err(format!(
+                "the standing-testbed comparison of {} failed: {e}",
+                self.config
+            ));
+        }
+        let Session {
+            one,
+            all,
+            fair,
+            stream_bytes,
+            bytes_verified,
+        } = self.sum;
+        let guests = stream_bytes.len();
+        let mut r = OneTestbed::new(
+            &self.config,
+            guests,
+            (one, all),
+            sizes.to_vec(),
+            fair,
+            stream_bytes,
+        );
+        r.bytes_verified = bytes_verified;
+        r.run_ids = self.ids;
+        r.testbed_starts_s = self.starts;
+        r.wall_seconds = self.seconds;
+        Ok(r)
+    }
+}
+
+/// Runs the standing-testbed comparison of each of `configs` (each a `NAME/gN` with N ≥ 2):
+/// `rounds` rounds each, split between `testbeds` testbeds ([`split_evenly`]) started one
+/// after the other and interleaved between the configurations: the first testbed of every
+/// configuration, then the second of every one, and so on. The machine's drift over the run
+/// (tens of minutes) then falls on every configuration alike, on a configuration and its floor
+/// above all. Each testbed is one progress step. Returns the comparisons that ran to the end
+/// and an error message for each that did not; errs only when interrupted.
+pub fn run_standing(
+    configs: &[String],
     rounds: usize,
     testbeds: usize,
     p: &Params,
     progress: &Progress,
-) -> Result<OneTestbed> {
-    let t0 = Instant::now();
-    let guests = configs::Name::parse(config)?.guests;
-    if guests < 2 {
-        bail!("{config}: the standing-testbed comparison needs at least 2 guests");
-    }
+) -> Result<(Vec<OneTestbed>, Vec<String>)> {
     let sizes = split_evenly(rounds, testbeds);
-    let mut sum = Session {
-        one: Vec::new(),
-        all: Vec::new(),
-        fair: Vec::new(),
-        stream_bytes: vec![0; guests],
-        bytes_verified: 0,
-    };
-    let (mut ids, mut first) = (Vec::new(), 0);
+    let mut runs: Vec<Standing> = configs.iter().map(|c| Standing::new(c)).collect();
+    let (t0, mut first) = (Instant::now(), 0);
     for (testbed, &count) in sizes.iter().enumerate() {
         let span = Span {
             first,
@@ -472,27 +553,38 @@ pub fn run_one_testbed(
             testbed,
             testbeds: sizes.len(),
         };
-        // A configuration of its own for each testbed: its own run id.
-        let cfg = p.daemon_config(configs::daemon_config(config)?);
-        let mode = cfg.mode;
-        let ((), info) = testbed::with_testbed(&cfg, config, progress, |info| {
-            rounds_on(info, mode, config, span, p, progress, &mut sum)
-        })?;
-        ids.push(info.id.clone());
+        for r in &mut runs {
+            progress.step(&format!(
+                "{} against one guest on standing testbed {} of {}",
+                r.config,
+                testbed + 1,
+                sizes.len()
+            ));
+            if r.failed.is_none() {
+                let start = t0.elapsed().as_secs_f64();
+                r.starts.push(start);
+                let done = r.testbed(span, p, progress);
+                r.seconds += t0.elapsed().as_secs_f64() - start;
+                match done {
+                    Err(e) if e.downcast_ref::<interrupt::Interrupted>().is_some() => {
+                        return Err(e)
+                    }
+                    Err(e) => r.failed = Some(format!("testbed {}: {e:#}", testbed + 1)),
+                    Ok(()) => {}
+                }
+            }
+            progress.step_done();
+        }
         first += count;
     }
-    let Session {
-        one,
-        all,
-        fair,
-        stream_bytes,
-        bytes_verified,
-    } = sum;
-    let mut r = OneTestbed::new(config, guests, (one, all), sizes, fair, stream_bytes);
-    r.bytes_verified = bytes_verified;
-    r.run_ids = ids;
-    r.wall_seconds = t0.elapsed().as_secs_f64();
-    Ok(r)
+    let (mut done, mut errors) = (Vec::new(), Vec::new());
+    for r in runs {
+        match r.finish(&sizes) {
+            Ok(r) => done.push(r),
+            Err(e) => errors.push(e),
+        }
+    }
+    Ok((done, errors))
 }
 
 /// Runs the rounds of `span` on the testbed `info` and adds what they measured to `sum`
