@@ -371,6 +371,15 @@ fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
     for k in ["kernel", "cpu_model", "cpus", "tsc_hz"] {
         assert!(!v["machine"][k].is_null(), "machine.{k}: {}", v["machine"]);
     }
+    // The memory probes of the run's start and end, on the receiving CPU, in the report too.
+    for when in ["start", "end"] {
+        let p = &v["machine"]["memory_probe"][when];
+        assert_eq!(p["cpu"], 0, "{p}");
+        for k in ["random_read_ns_8mib", "random_read_ns_64mib"] {
+            assert!(p[k].as_f64().is_some_and(|ns| ns > 0.0), "{when}.{k}: {p}");
+        }
+    }
+    assert!(report.contains("memory seen from CPU 0"), "{report}");
     assert!(v["revision"].is_string());
     assert_eq!(v["parameters"]["reps"].as_u64(), Some(1));
 

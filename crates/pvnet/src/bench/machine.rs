@@ -52,6 +52,76 @@ fn tcp_congestion_control() -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// Bytes of a cache line: the probe's chain visits one word per line.
+const LINE: usize = 64;
+/// Reads each probe times: enough for a stable mean (about 0.2 s over main memory).
+const PROBE_READS: usize = 2 << 20;
+
+/// The memory as the receiving CPU sees it now: nanoseconds per dependent random read over
+/// 8 MiB (within this machine's L3, when its neighbours leave it alone) and over 64 MiB (main
+/// memory). The PV path's extra cost at many guests is memory latency on packet data that has
+/// waited (docs/guest-scaling.md), and on a shared virtual machine that latency changes with
+/// the hour; the bench runs this at its start and end so that a result can be set against the
+/// state of the machine it was measured in. `None` when the thread cannot be pinned to `cpu`.
+pub fn memory_probe(cpu: usize) -> Option<Value> {
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            pvnet_testbed::cpu::pin_current_thread(cpu).ok()?;
+            let ns = |bytes: usize| {
+                let chain = line_cycle(bytes / LINE, 0x9e37_79b9_7f4a_7c15);
+                // The thread's own CPU time: a probe that waits for the CPU (the kernel still
+                // tearing down a testbed) measures the memory, not the wait.
+                let (mut at, t0) = (0usize, pvnet_hvm::thread_cpu_ns());
+                for _ in 0..PROBE_READS {
+                    at = chain[at];
+                }
+                let spent = pvnet_hvm::thread_cpu_ns().saturating_sub(t0);
+                let ns = spent as f64 / PROBE_READS as f64;
+                // The end of the chase, so that the reads are not optimized away.
+                std::hint::black_box(at);
+                (ns * 10.0).round() / 10.0
+            };
+            Some(json!({
+                "cpu": cpu,
+                "random_read_ns_8mib": ns(8 << 20),
+                "random_read_ns_64mib": ns(64 << 20),
+            }))
+        })
+        .join()
+        .ok()
+        .flatten()
+    })
+}
+
+/// `machine` (from [`describe`]) with the memory probes of the run's start and end, as
+/// `memory_probe: {start, end}` (either null where it could not run).
+pub fn with_probes(mut machine: Value, start: Option<Value>, end: Option<Value>) -> Value {
+    machine["memory_probe"] = json!({ "start": start, "end": end });
+    machine
+}
+
+/// A chain of `lines` cache lines in one random cycle (Sattolo's shuffle, seeded): the word at
+/// the start of each line holds the index of the next line's first word, so following it from
+/// index 0 visits every line once before coming back, in an order no prefetcher can guess.
+fn line_cycle(lines: usize, seed: u64) -> Vec<usize> {
+    let words = LINE / std::mem::size_of::<usize>();
+    let mut order: Vec<usize> = (0..lines).collect();
+    let mut x = seed | 1;
+    for i in (1..lines).rev() {
+        // xorshift64: the shuffle needs no quality beyond defeating the prefetcher.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % i as u64) as usize);
+    }
+    // order[i] is the line after line i: Sattolo's shuffle makes it a single cycle.
+    let mut chain = vec![0usize; lines * words];
+    for (i, &next) in order.iter().enumerate() {
+        chain[i * words] = next * words;
+    }
+    chain
+}
+
 /// `YYYY-MM-DD HH:MM:SS` (UTC) of a Unix time, and a compact form for directory names.
 pub fn utc(unix: u64) -> (String, String) {
     let (days, secs) = (unix / 86400, unix % 86400);
@@ -75,6 +145,35 @@ pub fn utc(unix: u64) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_probe_chain_is_one_cycle_through_every_line() {
+        for lines in [1usize, 2, 3, 64, 1000] {
+            let chain = line_cycle(lines, 42);
+            let words = LINE / std::mem::size_of::<usize>();
+            assert_eq!(chain.len(), lines * words);
+            let (mut at, mut seen) = (0usize, vec![false; lines]);
+            for _ in 0..lines {
+                assert_eq!(at % words, 0, "{lines}: a line's first word");
+                assert!(!seen[at / words], "{lines}: line {} twice", at / words);
+                seen[at / words] = true;
+                at = chain[at];
+            }
+            assert_eq!(at, 0, "{lines}: back to the start after every line");
+            assert!(seen.iter().all(|&s| s));
+        }
+    }
+
+    #[test]
+    fn the_probe_reads_memory_on_the_cpu_it_names() {
+        let v = memory_probe(0).expect("CPU 0 exists");
+        assert_eq!(v["cpu"], 0);
+        for k in ["random_read_ns_8mib", "random_read_ns_64mib"] {
+            let ns = v[k].as_f64().unwrap();
+            assert!(ns > 0.0 && ns.is_finite(), "{k}: {v}");
+        }
+        assert!(memory_probe(usize::MAX >> 8).is_none(), "no such CPU");
+    }
 
     #[test]
     fn utc_dates() {

@@ -311,7 +311,9 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         );
     }
     let t0 = Instant::now();
+    let probe_start = machine::memory_probe(configs::RX_CPU);
     let (samples, paired, (one_testbed, one_testbed_errors)) = execute(&plan)?;
+    let probe_end = machine::memory_probe(configs::RX_CPU);
     let (paired, paired_error) = paired;
     let Plan {
         configs,
@@ -325,7 +327,11 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         started_unix,
         revision: machine::REVISION.to_string(),
         wall_seconds: t0.elapsed().as_secs_f64(),
-        machine: machine::describe(params.measure.tsc_hz),
+        machine: machine::with_probes(
+            machine::describe(params.measure.tsc_hz),
+            probe_start,
+            probe_end,
+        ),
         params,
         configs,
         samples,

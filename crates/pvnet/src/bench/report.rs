@@ -487,6 +487,9 @@ pub fn markdown(run: &Run) -> String {
             "- TCP congestion control: {cc} (the kernel's default, which the remote host's namespace inherits: the senders use it)"
         );
     }
+    if let Some(line) = memory_probe_line(&m["memory_probe"]) {
+        s.push_str(&line);
+    }
     s.push_str("\n## Parameters\n\n");
     let _ = writeln!(
         s,
@@ -649,11 +652,57 @@ pub fn markdown(run: &Run) -> String {
     s
 }
 
+/// The report's line for the memory probes of a run's start and end ([`super::machine::memory_probe`]),
+/// or `None` when neither ran.
+fn memory_probe_line(p: &serde_json::Value) -> Option<String> {
+    let at = |when: &str, k: &str| p[when][k].as_f64();
+    let pair = |k: &str| match (at("start", k), at("end", k)) {
+        (Some(a), Some(b)) => Some(format!("{a:.1} → {b:.1}")),
+        (Some(a), None) => Some(format!("{a:.1} (start)")),
+        (None, Some(b)) => Some(format!("{b:.1} (end)")),
+        (None, None) => None,
+    };
+    let (l3, mem) = (pair("random_read_ns_8mib")?, pair("random_read_ns_64mib")?);
+    let cpu = p["start"]["cpu"]
+        .as_u64()
+        .or(p["end"]["cpu"].as_u64())
+        .unwrap_or(0);
+    Some(format!(
+        "- memory seen from CPU {cpu}, ns per dependent random read, the run's start → end: {l3} over 8 MiB, {mem} over 64 MiB (the PV path's cost at many guests is memory latency, which on a shared machine changes with the hour: docs/guest-scaling.md)\n"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::measure::Sample;
     use super::super::summary::summarize;
     use super::*;
+
+    #[test]
+    fn the_memory_probes_line_gives_start_and_end_or_what_ran() {
+        let both = serde_json::json!({
+            "start": {"cpu": 0, "random_read_ns_8mib": 14.04, "random_read_ns_64mib": 95.0},
+            "end": {"cpu": 0, "random_read_ns_8mib": 15.5, "random_read_ns_64mib": 101.26},
+        });
+        let l = memory_probe_line(&both).unwrap();
+        assert!(l.contains("CPU 0"), "{l}");
+        assert!(
+            l.contains("14.0 → 15.5 over 8 MiB, 95.0 → 101.3 over 64 MiB"),
+            "{l}"
+        );
+        let start = serde_json::json!({
+            "start": {"cpu": 1, "random_read_ns_8mib": 14.0, "random_read_ns_64mib": 95.0},
+            "end": null,
+        });
+        let l = memory_probe_line(&start).unwrap();
+        assert!(
+            l.contains("CPU 1") && l.contains("14.0 (start) over 8 MiB"),
+            "{l}"
+        );
+        let none = serde_json::json!({"start": null, "end": null});
+        assert_eq!(memory_probe_line(&none), None);
+        assert_eq!(memory_probe_line(&serde_json::Value::Null), None);
+    }
 
     fn cs() -> Vec<ConfigSummary> {
         let s = |c: &str, mbps: f64, rep| Sample {
