@@ -36,6 +36,17 @@ fn peer(bed: &Bed, vnet: bool) -> RawSock {
     in_ns(&bed.b.0, || RawSock::open(IF_B, vnet))
 }
 
+/// A port on the peer's end (a small ring), to send GSO frames from with their vnet header.
+fn peer_port(bed: &Bed) -> Pnic {
+    in_ns(&bed.b.0, || {
+        Pnic::open(&PnicConfig {
+            frame_nr: 32,
+            ..PnicConfig::new(IF_B)
+        })
+        .expect("open the peer's port")
+    })
+}
+
 /// Waits until the rx fd is readable (or the timeout passes).
 fn wait_rx(p: &Pnic, ms: i32) -> bool {
     let mut pfd = libc::pollfd {
@@ -814,13 +825,7 @@ fn gro_slots_hold_64_kib_frames_whole() {
     let size = pvnet_pnic::gro_frame_size_for_mtu(1500);
     assert_eq!(size, pvnet_pnic::GRO_FRAME_SIZE);
     let mut p = open_a_slots(&bed, 8, size);
-    let peer = in_ns(&bed.b.0, || {
-        Pnic::open(&PnicConfig {
-            frame_nr: 32,
-            ..PnicConfig::new(IF_B)
-        })
-        .expect("open the peer's port")
-    });
+    let peer = peer_port(&bed);
     // The longest frame within the cap: an IP length of gro_max_size - 1.
     let longest = 14 + pvnet_pnic::gro_max_size_for(size) as usize - 1;
     assert_eq!(longest, pvnet_pnic::max_frame_in(size) as usize - 1);
@@ -879,13 +884,7 @@ fn v3_blocks_hold_64_kib_gso_frames_whole_and_leases_hold_their_block() {
     let bed = Bed::new();
     let mut p = open_a_v3(&bed, 4);
     assert_eq!(p.blocks().map(|b| b.block_nr), Some(4));
-    let peer = in_ns(&bed.b.0, || {
-        Pnic::open(&PnicConfig {
-            frame_nr: 32,
-            ..PnicConfig::new(IF_B)
-        })
-        .expect("open the peer's port")
-    });
+    let peer = peer_port(&bed);
     let size = pvnet_pnic::GRO_FRAME_SIZE;
     let longest = 14 + pvnet_pnic::gro_max_size_for(size) as usize - 1;
     // Two whole 64 KiB GSO frames, the vnet header read from before each frame's data;
@@ -962,13 +961,7 @@ fn a_v3_ring_that_comes_round_to_a_held_block_stops_there_and_counts_it() {
     }
     let bed = Bed::new();
     let mut p = open_a_v3(&bed, 4);
-    let peer = in_ns(&bed.b.0, || {
-        Pnic::open(&PnicConfig {
-            frame_nr: 32,
-            ..PnicConfig::new(IF_B)
-        })
-        .expect("open the peer's port")
-    });
+    let peer = peer_port(&bed);
     let big = |f: &RxFrame<'_>| f.data().len() > 1000;
     send_gso_from_peer(&peer, 1, 65_226);
     let kept = poll_until(&mut p, 1, 3000, |f| big(&f).then(|| f.take()));

@@ -52,8 +52,9 @@ fn tcp_congestion_control() -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-/// Bytes of a cache line: the probe's chain visits one word per line.
+/// Bytes of a cache line, and the words in one: the probe's chain visits one word per line.
 const LINE: usize = 64;
+const WORDS: usize = LINE / std::mem::size_of::<usize>();
 /// Reads each probe times: enough for a stable mean (about 0.2 s over main memory).
 const PROBE_READS: usize = 2 << 20;
 
@@ -104,7 +105,6 @@ pub fn with_probes(mut machine: Value, start: Option<Value>, end: Option<Value>)
 /// the start of each line holds the index of the next line's first word, so following it from
 /// index 0 visits every line once before coming back, in an order no prefetcher can guess.
 fn line_cycle(lines: usize, seed: u64) -> Vec<usize> {
-    let words = LINE / std::mem::size_of::<usize>();
     let mut order: Vec<usize> = (0..lines).collect();
     let mut x = seed | 1;
     for i in (1..lines).rev() {
@@ -115,9 +115,9 @@ fn line_cycle(lines: usize, seed: u64) -> Vec<usize> {
         order.swap(i, (x % i as u64) as usize);
     }
     // order[i] is the line after line i: Sattolo's shuffle makes it a single cycle.
-    let mut chain = vec![0usize; lines * words];
+    let mut chain = vec![0usize; lines * WORDS];
     for (i, &next) in order.iter().enumerate() {
-        chain[i * words] = next * words;
+        chain[i * WORDS] = next * WORDS;
     }
     chain
 }
@@ -149,8 +149,7 @@ mod tests {
     #[test]
     fn the_probe_chain_is_one_cycle_through_every_line() {
         for lines in [1usize, 2, 3, 64, 1000] {
-            let chain = line_cycle(lines, 42);
-            let words = LINE / std::mem::size_of::<usize>();
+            let (chain, words) = (line_cycle(lines, 42), WORDS);
             assert_eq!(chain.len(), lines * words);
             let (mut at, mut seen) = (0usize, vec![false; lines]);
             for _ in 0..lines {

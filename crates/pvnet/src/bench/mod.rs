@@ -132,8 +132,9 @@ pub struct BenchArgs {
     pub scaling_rounds: Option<usize>,
     /// `--sweep guests`: testbeds the standing-testbed comparison's rounds are split between,
     /// one started after the other, the configurations' in turn (default 8, 1 to 16, at most
-    /// half the rounds: each testbed runs two rounds or more). Testbeds of one configuration differ by ±0.02 in 8 ÷ 1, more
-    /// than one testbed's rounds say; the interval is taken over the testbeds.
+    /// half the rounds: each testbed runs two rounds or more). Testbeds of one configuration
+    /// differ by ±0.02 in 8 ÷ 1, more than one testbed's rounds say; the interval is taken
+    /// over the testbeds.
     #[arg(long)]
     pub scaling_testbeds: Option<usize>,
     /// The two PV configurations of the paired comparison, BASE,OTHER. The project asks
