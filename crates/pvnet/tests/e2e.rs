@@ -642,13 +642,17 @@ fn a_guest_that_takes_nothing_holds_the_port_back_only_briefly() {
     let v = stream(&run, "10.77.0.10", bytes);
     assert_eq!(v["receiver"]["bytes"].as_u64(), Some(bytes), "{v}");
     assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0));
-    // The stream may well end within the stall limit: wait for the stall.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    // The stream may well end within the stall limit: wait for the stall, and for a poll
+    // after it that overflows g1's queue (the first poll past the stall may only fill it).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let st = loop {
         let st = run.stat();
-        if st["daemon"]["pnic_stalls"].as_u64().unwrap() >= 1
-            || std::time::Instant::now() > deadline
-        {
+        let stalled = st["daemon"]["pnic_stalls"].as_u64().unwrap() >= 1;
+        let full = st["vifs"][1]["netback"]["rx_queue_full"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1;
+        if (stalled && full) || std::time::Instant::now() > deadline {
             break st;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
