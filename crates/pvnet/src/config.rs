@@ -292,25 +292,36 @@ pub fn check_budget(n: usize) -> Result<usize> {
     Ok(n)
 }
 
-/// Guests one [`pvnet_pnic::DEFAULT_FRAME_NR`]-slot share of the port's ring serves by default.
+/// Guests one [`pvnet_pnic::DEFAULT_FRAME_NR`]-slot share of the port's ring serves by default
+/// beyond [`GUESTS_WITH_OWN_SHARE`].
 pub const GUESTS_PER_RING_SHARE: usize = 2;
 
+/// Guests up to which each has a whole [`pvnet_pnic::DEFAULT_FRAME_NR`]-slot share, its receive
+/// queue as deep as one guest's ring.
+pub const GUESTS_WITH_OWN_SHARE: usize = 2;
+
 /// Slots of the physical port's ring unless `--ring-frames` says otherwise, for `guests`
-/// receiving guests (PV, attached and HVM) and port GRO on or off. Wire-sized slots: 4096 for one or two
-/// guests and 4096 more for every two after that (16384, 26 MiB, at 8 guests; at most
-/// [`RING_FRAMES_MAX`]). Every guest adds a scheduling entity on the receiving CPU, and the
-/// ring must hold what arrives while the driver domain waits for its turn among them. At 8
-/// guests a 4096-slot ring overflowed in every `xen` repetition (20,678 frames in three), and
-/// TCP's aggregate was 1678 Mbit/s against 2243 with 16384 slots and no drop
-/// (docs/consolidation.md, "The port's ring and the number of guests").
+/// receiving guests (PV, attached and HVM) and port GRO on or off. Wire-sized slots: 4096 a
+/// guest for one or two guests, then 4096 for every two (8192 at three or four, 16384, 26 MiB,
+/// at 8; at most [`RING_FRAMES_MAX`]). Every guest adds a scheduling entity on the receiving
+/// CPU, and the ring must hold what arrives while the driver domain waits for its turn among
+/// them. At 8 guests a 4096-slot ring overflowed in every `xen` repetition (20,678 frames in
+/// three), and TCP's aggregate was 1678 Mbit/s against 2243 with 16384 slots and no drop
+/// (docs/consolidation.md, "The port's ring and the number of guests"). At two guests, each
+/// with a receive queue of its own, 4096 slots (2048 a queue) overflowed in 3 of 32 `xen`
+/// streams and 11 of 32 `relay-adaptive` ones; 8192 in none of 96, for 2–5 % of the two
+/// guests' throughput (docs/ring-size.md, "Two guests").
 /// With port GRO the slots hold 64 KiB and arrive coalesced: [`pvnet_pnic::GRO_FRAME_NR`].
 pub fn default_ring_frames(guests: usize, port_gro: bool) -> u32 {
     if port_gro {
         return pvnet_pnic::GRO_FRAME_NR;
     }
-    let shares = u32::try_from(guests.div_ceil(GUESTS_PER_RING_SHARE).max(1)).unwrap_or(u32::MAX);
+    let shares = guests
+        .min(GUESTS_WITH_OWN_SHARE)
+        .max(guests.div_ceil(GUESTS_PER_RING_SHARE))
+        .max(1);
     pvnet_pnic::DEFAULT_FRAME_NR
-        .saturating_mul(shares)
+        .saturating_mul(u32::try_from(shares).unwrap_or(u32::MAX))
         .min(RING_FRAMES_MAX)
 }
 
@@ -531,7 +542,16 @@ mod tests {
     #[test]
     fn the_default_ring_grows_with_the_guests() {
         let n = pvnet_pnic::DEFAULT_FRAME_NR;
-        for (guests, slots) in [(0, n), (1, n), (2, n), (3, 2 * n), (4, 2 * n), (8, 4 * n)] {
+        let table = [
+            (0, n),
+            (1, n),
+            (2, 2 * n),
+            (3, 2 * n),
+            (4, 2 * n),
+            (5, 3 * n),
+            (8, 4 * n),
+        ];
+        for (guests, slots) in table {
             assert_eq!(default_ring_frames(guests, false), slots, "{guests} guests");
         }
         // Every default is one `--ring-frames` accepts, up to the most guests and beyond.

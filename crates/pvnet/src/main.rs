@@ -63,8 +63,8 @@ enum Cmd {
         budget: Option<usize>,
         /// Slots of the physical port's packet ring (256 to 65536; 1664 bytes each, 64 KiB
         /// with --port-gro). Fewer slots stay warmer in the cache, but the kernel drops what
-        /// arrives while they are full. Default 4096 for one or two guests and 4096 more for
-        /// every two after that (16384 at 8 guests); 1024 with --port-gro.
+        /// arrives while they are full. Default 4096 a guest for one or two guests, then 4096
+        /// for every two (8192 at 3 or 4 guests, 16384 at 8); 1024 with --port-gro.
         #[arg(long)]
         ring_frames: Option<u32>,
         /// Receive queues of the physical port, 1 to 16: the kernel sorts frames into them by

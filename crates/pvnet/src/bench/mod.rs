@@ -144,8 +144,8 @@ pub struct BenchArgs {
     pub paired: String,
     /// Slots of the physical port's packet ring in the PV configurations (256 to 65536), as
     /// `pvnet up --ring-frames` (a quarter as many with port GRO, whose slots hold 64 KiB).
-    /// Default: `up`'s for each configuration's guests (4096 for one or two guests, 4096 more
-    /// for every two after that; 1024 with port GRO).
+    /// Default: `up`'s for each configuration's guests (4096 a guest for one or two guests,
+    /// then 4096 for every two; 1024 with port GRO).
     #[arg(long)]
     pub ring_frames: Option<u32>,
     /// Receive queues of the physical port in the PV configurations (1 to 16), as `pvnet up

@@ -493,7 +493,7 @@ pub fn markdown(run: &Run) -> String {
     s.push_str("\n## Parameters\n\n");
     let _ = writeln!(
         s,
-        "- configurations: {}\n- {} measured repetition(s) of each, interleaved ({}), after one warm-up repetition of each ({} s stream, {} s TCP_RR, discarded)\n- stream: {} s with {}, {}-byte sends; TCP_RR: {} s, 1-byte request and response (built-in tool)\n- receiving side (driver domain, guest, receiver, the veth's softirq by RPS) on CPU {}, sender on CPU {}; every repetition on a fresh testbed\n- MTU {} on the wire and every interface; the physical port's packet ring: {} of {} bytes, {}, polled {} frames at a time, {}\n",
+        "- configurations: {}\n- {} measured repetition(s) of each, interleaved ({}), after one warm-up repetition of each ({} s stream, {} s TCP_RR, discarded)\n- stream: {} s with {}, {}-byte sends; TCP_RR: {} s, 1-byte request and response (built-in tool)\n- receiving side (driver domain, guest, receiver, the veth's softirq by RPS) on CPU {}, sender on CPU {}; every repetition on a fresh testbed\n- MTU {} on the wire and every interface; the physical port's packet ring: {} ({} bytes each), {}, polled {} frames at a time, {}\n",
         run.configs.join(", "),
         p.reps,
         if run.configs.len() > 1 { "A B C, A B C, ..." } else { "one configuration" },
@@ -512,9 +512,8 @@ pub fn markdown(run: &Run) -> String {
         match p.measure.port.ring_frames {
             Some(n) => format!("{n} slots"),
             None => format!(
-                "{} slots for one or two guests and {} more for every two after that",
-                pvnet_pnic::DEFAULT_FRAME_NR,
-                pvnet_pnic::DEFAULT_FRAME_NR
+                "{n} slots a guest for one or two guests, then {n} for every two",
+                n = pvnet_pnic::DEFAULT_FRAME_NR
             ),
         },
         pvnet_pnic::frame_size_for_mtu(p.measure.port.mtu),
