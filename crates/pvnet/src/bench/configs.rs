@@ -710,7 +710,7 @@ mod tests {
         // Not asked: `up`'s default for the configuration's guests. Asked: the number asked,
         // whatever the guests.
         assert_eq!(ring_frames_for(&c("xen"), None), 4096);
-        assert_eq!(ring_frames_for(&c("adaptive/g2"), None), 4096);
+        assert_eq!(ring_frames_for(&c("adaptive/g2"), None), 8192);
         assert_eq!(ring_frames_for(&c("xen/g3"), None), 8192);
         assert_eq!(ring_frames_for(&c("xen/g8"), None), 16384);
         assert_eq!(ring_frames_for(&c("xen/g16"), None), 32768);
