@@ -1,0 +1,42 @@
+"""Per phase: the streaming flows' BBR state from `ss -tin` samples (ss.txt of run.sh).
+`one`: guest 0's flow only (the others paused); `all`: every flow, and the sum over flows per sample."""
+import re, sys, statistics as st
+for d in sys.argv[1:]:
+    txt = open(f"{d}/ss.txt").read()
+    rows = {"one": [], "all": []}
+    sums = []
+    for block in txt.split("### ")[1:]:
+        phase = block.split()[0].split("-")[0]
+        tot = 0
+        for m in re.finditer(r"10\.77\.0\.(\d+):5500\s*\n\s*(.*)", block):
+            guest, info = int(m.group(1)) - 10, m.group(2)
+            g = lambda k: re.search(k, info)
+            if phase == "one" and guest != 0:
+                continue
+            ua = g(r"unacked:(\d+)")
+            unacked = int(ua.group(1)) * 1448 if ua else 0
+            tot += unacked
+            bw = float(g(r"bw:(\d+)bps").group(1)) / 8
+            mrtt = float(g(r"mrtt:([\d.]+)").group(1)) / 1e3
+            rtt = float(g(r"rtt:([\d.]+)/").group(1)) / 1e3
+            cwnd = int(g(r"cwnd:(\d+)").group(1)) * 1448
+            rate = float(g(r"delivery_rate (\d+)bps").group(1)) / 8
+            rows[phase].append((guest, bw, mrtt, rtt, cwnd, unacked, rate))
+        if phase == "all":
+            sums.append(tot)
+    for phase, r in rows.items():
+        med = lambda i: st.median(x[i] for x in r)
+        print(f"{d} {phase}: {len(r)} flow samples; per flow: BBR bw {med(1)*8/1e9:.2f} Gbit/s, "
+              f"mrtt {med(2)*1e3:.3f} ms, srtt {med(3)*1e3:.2f} ms, cwnd {med(4)/1e3:.0f} kB, "
+              f"in flight {med(5)/1e3:.0f} kB; cwnd/(2*bw*mrtt) {st.median(x[4]/(2*x[1]*x[2]) for x in r):.0f}, "
+              f"cwnd/(bw*100ms) {st.median(x[4]/(x[1]*0.1) for x in r):.2f}")
+    print(f"{d} all: in flight over the eight flows, median of samples {st.median(sums)/1e6:.2f} MB")
+
+# The slices' rates: one guest against all eight (6-s slices, each after 1 s to settle).
+import json
+for d in sys.argv[1:]:
+    sl = [json.loads(l) for l in open(f"{d}/slices.jsonl") if l.startswith('{"active"')]
+    one = [sum(s["bytes"]) * 8 / s["seconds"] / 1e6 for s in sl if len(s["active"]) == 1]
+    al = [sum(s["bytes"]) * 8 / s["seconds"] / 1e6 for s in sl if len(s["active"]) == 8]
+    print(f"{d}: one guest {[round(x) for x in one]} Mbit/s, eight {[round(x) for x in al]}, "
+          f"eight / one {[round(a / o, 3) for o, a in zip(one, al)]}")
