@@ -1,6 +1,6 @@
 """Per phase: the streaming flows' BBR state from `ss -tin` samples (ss.txt of run.sh).
 `one`: guest 0's flow only (the others paused); `all`: every flow, and the sum over flows per sample."""
-import re, sys, statistics as st
+import json, re, sys, statistics as st
 for d in sys.argv[1:]:
     txt = open(f"{d}/ss.txt").read()
     rows = {"one": [], "all": []}
@@ -20,8 +20,7 @@ for d in sys.argv[1:]:
             mrtt = float(g(r"mrtt:([\d.]+)").group(1)) / 1e3
             rtt = float(g(r"rtt:([\d.]+)/").group(1)) / 1e3
             cwnd = int(g(r"cwnd:(\d+)").group(1)) * 1448
-            rate = float(g(r"delivery_rate (\d+)bps").group(1)) / 8
-            rows[phase].append((guest, bw, mrtt, rtt, cwnd, unacked, rate))
+            rows[phase].append((guest, bw, mrtt, rtt, cwnd, unacked))
         if phase == "all":
             sums.append(tot)
     for phase, r in rows.items():
@@ -33,7 +32,6 @@ for d in sys.argv[1:]:
     print(f"{d} all: in flight over the eight flows, median of samples {st.median(sums)/1e6:.2f} MB")
 
 # The slices' rates: one guest against all eight (6-s slices, each after 1 s to settle).
-import json
 for d in sys.argv[1:]:
     sl = [json.loads(l) for l in open(f"{d}/slices.jsonl") if l.startswith('{"active"')]
     one = [sum(s["bytes"]) * 8 / s["seconds"] / 1e6 for s in sl if len(s["active"]) == 1]

@@ -1,5 +1,6 @@
 """The figures of docs/ring-size.md, "Two guests": port drops per stream and the pairs'
 throughput ratios. Run from this directory: python3 sum.py"""
+import functools
 import json
 import math
 import statistics as st
@@ -8,8 +9,9 @@ CONFIGS = ["relay-adaptive/g2", "adaptive/g2", "xen/g2"]
 PAIRS = [("def-1", "8192-1"), ("def-2", "8192-2"), ("def-3", "8192-3"), ("def-4", "8192-4")]
 
 
+@functools.cache
 def streams(run):
-    """(config, Mbit/s, port drops) of every measured stream of a run."""
+    """(config, Mbit/s, port drops) of every measured stream of a run, read once."""
     with open(f"{run}/results.json") as f:
         d = json.load(f)
     return [(x["config"], x["throughput_mbps"], x["port_drops"] or 0)
