@@ -29,7 +29,7 @@ pub use rr::{rr_client, rr_steps, LatencyHistogram, RrOpts, RrReport, RrSession,
 pub use server::{bind_listener, serve, serve_on, RrSummary, ServerEvent, ServerOpts};
 pub use stream::{
     stream_send, stream_send_outcome, SenderTcp, StreamOpts, StreamOutcome, StreamReport,
-    StreamResult,
+    StreamResult, TcpSample,
 };
 pub use streams::{Session as StreamsSession, StreamsResult, StreamsSlice};
 pub use udp::{

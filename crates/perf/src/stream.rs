@@ -71,6 +71,37 @@ impl StreamReport {
 /// How often the sender samples its socket's `TCP_INFO` during a stream.
 pub const TCP_INFO_EVERY: Duration = Duration::from_millis(50);
 
+/// One look at a sender's socket: `TCP_INFO`, and BBR's own estimate when BBR is its
+/// congestion control.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpSample {
+    /// Bytes in flight: `tcpi_unacked × tcpi_snd_mss`.
+    pub in_flight: u64,
+    /// Smoothed round-trip time (`tcpi_rtt`, µs).
+    pub rtt_us: u32,
+    /// Congestion window (`tcpi_snd_cwnd`, segments).
+    pub cwnd: u32,
+    /// BBR's minimum-RTT estimate (`TCP_CC_INFO`'s `bbr_min_rtt`, µs); `None` when the socket's
+    /// congestion control is not BBR.
+    pub bbr_min_rtt_us: Option<u32>,
+}
+
+impl TcpSample {
+    /// Samples `sock`; `bbr` says whether its congestion control is BBR ([`is_bbr`]).
+    /// `None` when the kernel answers no `TCP_INFO`.
+    pub fn of(sock: &TcpStream, bbr: bool) -> Option<TcpSample> {
+        // The kernel fills what it knows of the struct; the fields read here are in every
+        // version since 2.6 (the first 104 bytes).
+        let (info, len) = read_tcp_info(sock).ok()?;
+        (len >= 104).then(|| TcpSample {
+            in_flight: u64::from(info.tcpi_unacked) * u64::from(info.tcpi_snd_mss),
+            rtt_us: info.tcpi_rtt,
+            cwnd: info.tcpi_snd_cwnd,
+            bbr_min_rtt_us: if bbr { bbr_min_rtt_us(sock) } else { None },
+        })
+    }
+}
+
 /// The sender's TCP state over a stream, from `TCP_INFO` sampled every [`TCP_INFO_EVERY`]:
 /// where the path holds the stream's data. Bytes in flight are `tcpi_unacked × tcpi_snd_mss`
 /// (sent, not yet acknowledged: on the wire, in the receiver's queues, or acknowledged by an
@@ -85,25 +116,33 @@ pub struct SenderTcp {
     pub rtt_us: u32,
     /// Median congestion window (`tcpi_snd_cwnd`, segments).
     pub cwnd: u32,
+    /// Median of BBR's minimum-RTT estimate (µs) over the samples that have one; absent when
+    /// the congestion control is not BBR (and from versions before it was added).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bbr_min_rtt_us: Option<u32>,
 }
 
 impl SenderTcp {
-    /// The medians of `samples` (bytes in flight, RTT µs, cwnd).
-    pub fn of(samples: &mut [(u64, u32, u32)]) -> SenderTcp {
-        fn median<T: Ord + Copy + Default>(v: &mut [T]) -> T {
-            v.sort_unstable();
-            v.get(v.len() / 2).copied().unwrap_or_default()
-        }
-        let mut f: Vec<u64> = samples.iter().map(|s| s.0).collect();
-        let mut r: Vec<u32> = samples.iter().map(|s| s.1).collect();
-        let mut c: Vec<u32> = samples.iter().map(|s| s.2).collect();
+    /// Each figure's median over `samples` (the upper median of an even count).
+    pub fn of(samples: &[TcpSample]) -> SenderTcp {
+        let f: Vec<u64> = samples.iter().map(|s| s.in_flight).collect();
+        let r: Vec<u32> = samples.iter().map(|s| s.rtt_us).collect();
+        let c: Vec<u32> = samples.iter().map(|s| s.cwnd).collect();
+        let m: Vec<u32> = samples.iter().filter_map(|s| s.bbr_min_rtt_us).collect();
         SenderTcp {
             samples: samples.len() as u32,
-            in_flight_bytes: median(&mut f),
-            rtt_us: median(&mut r),
-            cwnd: median(&mut c),
+            in_flight_bytes: median(f).unwrap_or_default(),
+            rtt_us: median(r).unwrap_or_default(),
+            cwnd: median(c).unwrap_or_default(),
+            bbr_min_rtt_us: median(m),
         }
     }
+}
+
+/// The upper median of `v`; `None` when it is empty.
+pub fn median<T: Ord + Copy>(mut v: Vec<T>) -> Option<T> {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied()
 }
 
 /// Sender's view plus the receiver's report.
@@ -172,6 +211,7 @@ pub fn stream_send_outcome(addr: SocketAddr, opts: &StreamOpts) -> anyhow::Resul
     let deadline = start + opts.duration;
     let mut sent = 0u64;
     let mut tcp = Vec::new();
+    let bbr = is_bbr(&sock);
     let mut next_info = start + TCP_INFO_EVERY;
     loop {
         let now = Instant::now();
@@ -180,9 +220,7 @@ pub fn stream_send_outcome(addr: SocketAddr, opts: &StreamOpts) -> anyhow::Resul
         }
         if now >= next_info {
             next_info += TCP_INFO_EVERY;
-            if let Some(i) = tcp_info(&sock) {
-                tcp.push(i);
-            }
+            tcp.extend(TcpSample::of(&sock, bbr));
         }
         let pos = (sent % pattern::PERIOD as u64) as usize;
         let len = (opts.msg_size as u64).min(limit - sent) as usize;
@@ -199,7 +237,7 @@ pub fn stream_send_outcome(addr: SocketAddr, opts: &StreamOpts) -> anyhow::Resul
     Ok(StreamOutcome {
         sent,
         send_seconds,
-        tcp: SenderTcp::of(&mut tcp),
+        tcp: SenderTcp::of(&tcp),
         report,
     })
 }
@@ -257,18 +295,45 @@ pub(crate) fn receive(sock: &mut TcpStream) -> io::Result<StreamReport> {
     Ok(report)
 }
 
-/// One `TCP_INFO` sample of `sock`: bytes in flight, smoothed RTT (µs), congestion window.
-fn tcp_info(sock: &TcpStream) -> Option<(u64, u32, u32)> {
-    // The kernel fills what it knows of the struct; the fields read here are in every version
-    // since 2.6 (the first 104 bytes).
-    let (info, len) = read_tcp_info(sock).ok()?;
-    (len >= 104).then(|| {
-        (
-            u64::from(info.tcpi_unacked) * u64::from(info.tcpi_snd_mss),
-            info.tcpi_rtt,
-            info.tcpi_snd_cwnd,
+/// Whether `sock`'s congestion control is BBR (`TCP_CONGESTION` reads `bbr`).
+pub fn is_bbr(sock: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut name = [0u8; 16];
+    let mut len = name.len() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `name`, a live local of that size,
+    // and `len` back; the descriptor is the open socket `sock` borrows.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_mut_ptr().cast(),
+            &mut len,
         )
-    })
+    };
+    let got = &name[..(len as usize).min(name.len())];
+    r == 0 && got.split(|&b| b == 0).next() == Some(b"bbr".as_slice())
+}
+
+/// BBR's minimum-RTT estimate of `sock` in µs: the third field of the kernel's
+/// `struct tcp_bbr_info` (`bbr_bw_lo`, `bbr_bw_hi`, `bbr_min_rtt`, `bbr_pacing_gain`,
+/// `bbr_cwnd_gain`, each a `u32`), which `TCP_CC_INFO` answers for a BBR socket.
+fn bbr_min_rtt_us(sock: &TcpStream) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let mut info = [0u32; 5];
+    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `info`, a live local of that size,
+    // and `len` back; the descriptor is the open socket `sock` borrows.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CC_INFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && len as usize >= 3 * 4).then_some(info[2])
 }
 
 /// `TCP_INFO` of `sock`, and how many bytes of it the kernel filled (older kernels fill a
@@ -323,21 +388,57 @@ mod tests {
 
     #[test]
     fn sender_tcp_takes_each_figure_s_median() {
-        let mut v = [(300, 9, 10), (100, 7, 30), (200, 8, 20)];
-        let t = SenderTcp::of(&mut v);
+        let s = |in_flight, rtt_us, cwnd, bbr_min_rtt_us| TcpSample {
+            in_flight,
+            rtt_us,
+            cwnd,
+            bbr_min_rtt_us,
+        };
+        let v = [
+            s(300, 9, 10, Some(90)),
+            s(100, 7, 30, None),
+            s(200, 8, 20, Some(70)),
+        ];
         assert_eq!(
-            t,
+            SenderTcp::of(&v),
             SenderTcp {
                 samples: 3,
                 in_flight_bytes: 200,
                 rtt_us: 8,
-                cwnd: 20
+                cwnd: 20,
+                // Over the two samples that have one: the upper median.
+                bbr_min_rtt_us: Some(90),
             }
         );
         // Even count: the upper median.
-        let mut v = [(1, 1, 1), (4, 4, 4), (2, 2, 2), (3, 3, 3)];
-        assert_eq!(SenderTcp::of(&mut v).in_flight_bytes, 3);
-        assert_eq!(SenderTcp::of(&mut []), SenderTcp::default());
+        let v = [1, 4, 2, 3].map(|x| s(x, 1, 1, None));
+        assert_eq!(SenderTcp::of(&v).in_flight_bytes, 3);
+        assert_eq!(SenderTcp::of(&v).bbr_min_rtt_us, None);
+        assert_eq!(SenderTcp::of(&[]), SenderTcp::default());
+    }
+
+    /// A loopback connection carrying data: BBR's state when the namespace runs BBR, and
+    /// `TCP_INFO` in any case.
+    #[test]
+    fn a_socket_s_sample_reads_tcp_info_and_bbr_s_estimate() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let sock = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut peer, _) = l.accept().unwrap();
+        (&sock).write_all(&[7u8; 1 << 16]).unwrap();
+        let mut got = vec![0u8; 1 << 16];
+        peer.read_exact(&mut got).unwrap();
+        let bbr = is_bbr(&sock);
+        let t = TcpSample::of(&sock, bbr).expect("TCP_INFO");
+        assert!(t.cwnd > 0 && t.rtt_us > 0, "{t:?}");
+        let cc = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
+        assert_eq!(bbr, cc.trim() == "bbr", "default congestion control {cc:?}");
+        if bbr {
+            let m = t.bbr_min_rtt_us.expect("BBR's minimum RTT");
+            assert!(m > 0 && m < 1_000_000, "loopback min RTT {m} µs");
+        } else {
+            eprintln!("the default congestion control is {cc:?}, not BBR: its estimate not read");
+            assert_eq!(t.bbr_min_rtt_us, None);
+        }
     }
 
     #[test]

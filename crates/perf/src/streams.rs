@@ -5,8 +5,10 @@
 //! The session runs slices on command ([`Session::slice`]): the streams named active write,
 //! the others pause (their writer stops between two writes and the path drains what they had
 //! in flight). A slice waits `settle` after the switch, then counts each stream's bytes
-//! acknowledged by its receiver (`TCP_INFO` `tcpi_bytes_acked`) over `seconds`. Every byte
-//! is still verified by its receiver when the session ends ([`Session::finish`]).
+//! acknowledged by its receiver (`TCP_INFO` `tcpi_bytes_acked`) over `seconds`, and samples
+//! every stream's `TCP_INFO` every [`TCP_INFO_EVERY`] meanwhile: where the senders hold their
+//! bytes. Every byte is still verified by its receiver when the session ends
+//! ([`Session::finish`]).
 //!
 //! A paused connection keeps its state: with `net.ipv4.tcp_slow_start_after_idle` at 0 in the
 //! sender's namespace (the bench sets it) its congestion window survives the pause, so a
@@ -23,7 +25,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::pattern;
 use crate::proto::{self, Hello};
-use crate::stream::{check_msg_size, pattern_source, read_report, read_tcp_info, StreamReport};
+use crate::stream::{
+    check_msg_size, is_bbr, median, pattern_source, read_report, read_tcp_info, SenderTcp,
+    StreamReport, TcpSample, TCP_INFO_EVERY,
+};
 
 /// What one slice measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -35,6 +40,13 @@ pub struct StreamsSlice {
     pub seconds: f64,
     /// Bytes each stream's receiver acknowledged in the window (every stream, active or not).
     pub bytes: Vec<u64>,
+    /// Each stream's sender over the window: the medians of its `TCP_INFO` samples, taken
+    /// every [`TCP_INFO_EVERY`] (paused streams too). Empty from versions before it was added.
+    #[serde(default)]
+    pub tcp: Vec<SenderTcp>,
+    /// Median over the window's samples of every stream's bytes in flight together.
+    #[serde(default)]
+    pub in_flight_bytes: u64,
 }
 
 impl StreamsSlice {
@@ -82,6 +94,8 @@ const STOP: u8 = 2;
 /// One stream's writer.
 struct Writer {
     sock: TcpStream,
+    /// Whether the socket's congestion control is BBR (its estimate is then sampled too).
+    bbr: bool,
     state: Arc<AtomicU8>,
     sent: Arc<AtomicU64>,
     thread: Option<JoinHandle<anyhow::Result<()>>>,
@@ -123,6 +137,7 @@ impl Session {
                 std::thread::spawn(move || write_loop(&mut sock, &state, &sent, &src, msg_size))
             };
             writers.push(Writer {
+                bbr: is_bbr(&sock),
                 sock,
                 state,
                 sent,
@@ -167,18 +182,48 @@ impl Session {
         self.check_writers()?;
         let before = self.acked()?;
         let t0 = Instant::now();
-        std::thread::sleep(seconds);
+        let samples = self.sample_until(t0 + seconds);
         let after = self.acked()?;
         let measured = t0.elapsed().as_secs_f64();
         self.check_writers()?;
         let mut active = active.to_vec();
         active.sort_unstable();
         active.dedup();
+        let together = (samples.iter())
+            .map(|at| at.iter().map(|s| s.map_or(0, |s| s.in_flight)).sum())
+            .collect();
+        let tcp = (0..self.writers.len())
+            .map(|i| {
+                let mine: Vec<TcpSample> = samples.iter().filter_map(|at| at[i]).collect();
+                SenderTcp::of(&mine)
+            })
+            .collect();
         Ok(StreamsSlice {
             active,
             seconds: measured,
             bytes: after.iter().zip(&before).map(|(a, b)| a - b).collect(),
+            tcp,
+            in_flight_bytes: median(together).unwrap_or_default(),
         })
+    }
+
+    /// Samples every stream's sender every [`TCP_INFO_EVERY`] until `end`, and returns at
+    /// `end`: one entry per sampling time, one sample per stream (`None` where the kernel
+    /// answered none).
+    fn sample_until(&self, end: Instant) -> Vec<Vec<Option<TcpSample>>> {
+        let mut samples = Vec::new();
+        let mut next = Instant::now() + TCP_INFO_EVERY;
+        while next < end {
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+            samples.push(
+                (self.writers.iter())
+                    .map(|w| TcpSample::of(&w.sock, w.bbr))
+                    .collect(),
+            );
+            next += TCP_INFO_EVERY;
+        }
+        std::thread::sleep(end.saturating_duration_since(Instant::now()));
+        samples
     }
 
     /// Stops every writer, closes each stream's sending side and reads its receiver's report.
@@ -325,9 +370,17 @@ mod tests {
             (0, 0),
             "paused streams moved: {one:?}"
         );
+        // 200 ms sampled every 50: three samples of every stream, paused ones too.
+        assert_eq!(one.tcp.len(), 3, "{one:?}");
+        assert!(
+            one.tcp.iter().all(|t| (1..=3).contains(&t.samples)),
+            "{one:?}"
+        );
+        assert!(one.tcp[1].cwnd > 0 && one.tcp[1].rtt_us > 0, "{one:?}");
         let all = s.slice(&[2, 0, 1, 2], settle, window).unwrap();
         assert_eq!(all.active, [0, 1, 2]);
         assert!(all.bytes.iter().all(|&b| b > 0), "{all:?}");
+        assert!(all.tcp.iter().all(|t| t.cwnd > 0), "{all:?}");
         assert_eq!(all.active_mbps().len(), 3);
         assert!(all.mbps() > 0.0);
         // Streams that wrote and are paused now: once what they had in flight has drained
@@ -343,6 +396,14 @@ mod tests {
             let rep = t.join().unwrap();
             assert_eq!((rep.bytes, rep.mismatches), (*sent, 0));
         }
+    }
+
+    #[test]
+    fn a_slice_from_an_earlier_version_still_reads() {
+        let s: StreamsSlice =
+            serde_json::from_str(r#"{"active":[0],"seconds":0.5,"bytes":[10,0]}"#).unwrap();
+        assert!(s.tcp.is_empty());
+        assert_eq!(s.in_flight_bytes, 0);
     }
 
     #[test]

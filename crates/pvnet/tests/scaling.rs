@@ -78,6 +78,21 @@ fn a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one() {
     assert!(j > 0.5 && j <= 1.0 + 1e-9, "{o}");
     // Four rounds of a second or more at hundreds of Mbit/s at the least.
     assert!(o["bytes_verified"].as_u64().unwrap() > 100_000_000, "{o}");
+    // The senders' sockets sampled in every slice: one figure per round on each side, bytes
+    // in flight and an RTT from a live connection; BBR's estimate when the host runs BBR.
+    let snd = &o["senders"];
+    for k in ["in_flight_one", "in_flight_all", "rtt_one_us", "rtt_all_us"] {
+        let a = snd[k].as_array().unwrap();
+        assert_eq!(a.len(), 4, "{k}: {snd}");
+        assert!(a.iter().all(|x| x.as_u64().unwrap() > 0), "{k}: {snd}");
+    }
+    let cc = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
+    let min_rtt = snd["bbr_min_rtt_all_us"].as_array().unwrap();
+    assert_eq!(
+        min_rtt.len(),
+        if cc.trim() == "bbr" { 4 } else { 0 },
+        "{cc}: {snd}"
+    );
     assert_eq!(
         v["scaling_one_testbed_errors"].as_array().map(Vec::len),
         Some(0)
@@ -115,6 +130,7 @@ fn a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one() {
         assert!(text.contains("testbeds, one after the other"), "{text}");
         assert!(text.contains("aggregate ≥ 0.9× one guest"), "{text}");
         assert!(text.contains("its floor in this run"), "{text}");
+        assert!(text.contains("senders' bytes in flight"), "{text}");
     }
     std::fs::remove_dir_all(&out).unwrap();
 }

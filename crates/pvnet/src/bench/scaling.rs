@@ -15,7 +15,8 @@ use std::process::Stdio;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
-use pvnet_perf::{StreamsResult, StreamsSlice};
+use pvnet_perf::stream::median;
+use pvnet_perf::{SenderTcp, StreamsResult, StreamsSlice};
 use pvnet_testbed::Netns;
 use serde::Serialize;
 
@@ -228,6 +229,58 @@ pub struct OneTestbed {
     /// comparisons (every configuration's, interleaved: [`run_standing`]).
     pub testbed_starts_s: Vec<f64>,
     pub wall_seconds: f64,
+    /// The remote host's senders in each slice.
+    pub senders: Senders,
+}
+
+/// The remote host's senders on the standing testbeds, slice by slice, from their sockets'
+/// `TCP_INFO` sampled every 50 ms during each slice's measured window: where the path holds
+/// the bytes, the one-guest slices beside the all-guest ones. One entry per round in each.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Senders {
+    /// Every stream's bytes in flight together (the median of the slice's samples).
+    pub in_flight_one: Vec<u64>,
+    pub in_flight_all: Vec<u64>,
+    /// The streaming guests' smoothed round-trip time (median over them of each one's
+    /// median, µs).
+    pub rtt_one_us: Vec<u32>,
+    pub rtt_all_us: Vec<u32>,
+    /// BBR's minimum-RTT estimate, as the smoothed RTT (µs); empty when the remote host's
+    /// congestion control is not BBR.
+    pub bbr_min_rtt_one_us: Vec<u32>,
+    pub bbr_min_rtt_all_us: Vec<u32>,
+}
+
+impl Senders {
+    /// Adds the figures of `slice`, a one-guest slice or (`all`) an all-guest one. A slice
+    /// without them (a sender of an older version) adds nothing.
+    fn add(&mut self, slice: &StreamsSlice, all: bool) {
+        if slice.tcp.is_empty() {
+            return;
+        }
+        let streaming: Vec<&SenderTcp> = (slice.active.iter())
+            .filter_map(|&i| slice.tcp.get(i))
+            .filter(|t| t.samples > 0)
+            .collect();
+        let rtt = median(streaming.iter().map(|t| t.rtt_us).collect());
+        let min_rtt = median(streaming.iter().filter_map(|t| t.bbr_min_rtt_us).collect());
+        let (in_flight, rtts, min_rtts) = if all {
+            (
+                &mut self.in_flight_all,
+                &mut self.rtt_all_us,
+                &mut self.bbr_min_rtt_all_us,
+            )
+        } else {
+            (
+                &mut self.in_flight_one,
+                &mut self.rtt_one_us,
+                &mut self.bbr_min_rtt_one_us,
+            )
+        };
+        in_flight.push(slice.in_flight_bytes);
+        rtts.extend(rtt);
+        min_rtts.extend(min_rtt);
+    }
 }
 
 impl OneTestbed {
@@ -276,6 +329,7 @@ impl OneTestbed {
             run_ids: Vec::new(),
             testbed_starts_s: Vec::new(),
             wall_seconds: 0.0,
+            senders: Senders::default(),
         }
     }
 
@@ -407,11 +461,45 @@ pub fn one_testbed_table(rows: &[OneTestbed]) -> Table {
             col(&|s| format!("{:.0}", s.bytes_verified as f64 / 1e6)),
         ),
     ]);
+    let one_to_all = |one: &dyn Fn(&Senders) -> Vec<f64>, all: &dyn Fn(&Senders) -> Vec<f64>| {
+        col(&|s| match (med(&one(&s.senders)), med(&all(&s.senders))) {
+            (Some(o), Some(a)) => format!("{o:.0} → {a:.0}"),
+            _ => "—".into(),
+        })
+    };
+    let kib = |v: &[u64]| v.iter().map(|&b| b as f64 / 1024.0).collect::<Vec<f64>>();
+    let us = |v: &[u32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
+    table.rows.extend([
+        (
+            "senders' bytes in flight, one guest → all (KiB), medians".into(),
+            one_to_all(&|t| kib(&t.in_flight_one), &|t| kib(&t.in_flight_all)),
+        ),
+        (
+            "  all ÷ one".into(),
+            col(&|s| {
+                let (one, all) = (
+                    med(&kib(&s.senders.in_flight_one)),
+                    med(&kib(&s.senders.in_flight_all)),
+                );
+                f2(one.zip(all).filter(|(o, _)| *o > 0.0).map(|(o, a)| a / o))
+            }),
+        ),
+        (
+            "senders' smoothed RTT, one guest → all (µs), medians".into(),
+            one_to_all(&|t| us(&t.rtt_one_us), &|t| us(&t.rtt_all_us)),
+        ),
+        (
+            "BBR's minimum RTT, one guest → all (µs), medians".into(),
+            one_to_all(&|t| us(&t.bbr_min_rtt_one_us), &|t| {
+                us(&t.bbr_min_rtt_all_us)
+            }),
+        ),
+    ]);
     table
 }
 
 /// What the standing-testbed table's figures are, for the report.
-pub const ONE_TESTBED_NOTE: &str = "For each configuration, testbeds of N guests started one after the other (`--scaling-testbeds`, default 8), the rounds split evenly between them, and the configurations' testbeds taking turns (the first of each, then the second of each, ...) so that the machine's drift during the run falls on all alike; on each, its N receivers and one sender process on the remote host (`pvnet perf streams`) keeping one connection per guest open throughout, with `tcp_slow_start_after_idle` off so that a paused stream resumes at its window. Each round runs a slice with one guest streaming (guest `round mod N`) and a slice with all N, in the order one–all, then all–one; each slice counts the bytes the receivers acknowledged (`tcpi_bytes_acked`) over 0.5 s, after 0.3 s in which the paused streams drain and the resumed ones reach their rate. The ratio per round is the all-N slice over the one-guest slice; the geometric mean is that of the testbeds' own, and its interval Student's t over the testbeds' (K − 1 degrees of freedom): testbeds of one configuration differ by more than the rounds on one of them (±0.02 in 8 ÷ 1 here), which an interval over one testbed's rounds leaves out. Neither covers a shared machine's drift over hours: on the project's VM, whole runs hours apart differed by up to 0.05 (docs/guest-scaling.md). With one testbed, the interval is over the means of 16 batches of consecutive rounds (32 rounds or more), as for the paired TCP_RR. Jain's index is given over the whole session (each stream's bytes summed over the all-N slices: what a stream of several seconds on a fresh testbed measures; the goal is judged on it) and per all-N slice (the sharing over half a second, which can be uneven while the session's is even). Every stream is verified byte for byte by its receiver at the end.";
+pub const ONE_TESTBED_NOTE: &str = "For each configuration, testbeds of N guests started one after the other (`--scaling-testbeds`, default 8), the rounds split evenly between them, and the configurations' testbeds taking turns (the first of each, then the second of each, ...) so that the machine's drift during the run falls on all alike; on each, its N receivers and one sender process on the remote host (`pvnet perf streams`) keeping one connection per guest open throughout, with `tcp_slow_start_after_idle` off so that a paused stream resumes at its window. Each round runs a slice with one guest streaming (guest `round mod N`) and a slice with all N, in the order one–all, then all–one; each slice counts the bytes the receivers acknowledged (`tcpi_bytes_acked`) over 0.5 s, after 0.3 s in which the paused streams drain and the resumed ones reach their rate. The ratio per round is the all-N slice over the one-guest slice; the geometric mean is that of the testbeds' own, and its interval Student's t over the testbeds' (K − 1 degrees of freedom): testbeds of one configuration differ by more than the rounds on one of them (±0.02 in 8 ÷ 1 here), which an interval over one testbed's rounds leaves out. Neither covers a shared machine's drift over hours: on the project's VM, whole runs hours apart differed by up to 0.05 (docs/guest-scaling.md). With one testbed, the interval is over the means of 16 batches of consecutive rounds (32 rounds or more), as for the paired TCP_RR. Jain's index is given over the whole session (each stream's bytes summed over the all-N slices: what a stream of several seconds on a fresh testbed measures; the goal is judged on it) and per all-N slice (the sharing over half a second, which can be uneven while the session's is even). Every stream is verified byte for byte by its receiver at the end. The senders' rows come from their sockets' `TCP_INFO`, sampled every 50 ms in each slice's measured window: the bytes in flight of every stream together (`tcpi_unacked × tcpi_snd_mss`: sent and not yet acknowledged, wherever on the path they wait), the streaming guests' smoothed RTT and, under BBR, its minimum-RTT estimate (`TCP_CC_INFO`); each the median over the slices.";
 
 /// What the standing-testbed table's rows against the floors are, for the report: the floors
 /// named from [`configs::FLOORS`].
@@ -443,6 +531,7 @@ struct Session {
     fair: Vec<f64>,
     stream_bytes: Vec<u64>,
     bytes_verified: u64,
+    senders: Senders,
 }
 
 /// One configuration's standing-testbed comparison while it runs: its rounds so far, its
@@ -476,6 +565,7 @@ impl Standing {
                 fair: Vec::new(),
                 stream_bytes: vec![0; guests],
                 bytes_verified: 0,
+                senders: Senders::default(),
             },
             ids: Vec::new(),
             starts: Vec::new(),
@@ -510,6 +600,7 @@ impl Standing {
             fair,
             stream_bytes,
             bytes_verified,
+            senders,
         } = self.sum;
         let guests = stream_bytes.len();
         let mut r = OneTestbed::new(
@@ -521,6 +612,7 @@ impl Standing {
             stream_bytes,
         );
         r.bytes_verified = bytes_verified;
+        r.senders = senders;
         r.run_ids = self.ids;
         r.testbed_starts_s = self.starts;
         r.wall_seconds = self.seconds;
@@ -668,6 +760,7 @@ fn rounds_on(
         };
         for active in order {
             let s = slice(active, SETTLE_SECONDS, SLICE_SECONDS)?;
+            sum.senders.add(&s, active == "all");
             if active == "all" {
                 sum.all.push(s.mbps());
                 sum.fair.push(measure::jain(&s.active_mbps()));
@@ -839,6 +932,76 @@ mod tests {
             vec![5, 0],
         );
         assert_eq!((r.jain_overall, r.jain_met()), (Some(0.5), Some(false)));
+    }
+
+    #[test]
+    fn the_senders_figures_are_kept_per_slice_and_shown_one_against_all() {
+        let tcp = |in_flight_bytes, rtt_us, bbr_min_rtt_us| SenderTcp {
+            samples: 10,
+            in_flight_bytes,
+            rtt_us,
+            cwnd: 100,
+            bbr_min_rtt_us,
+        };
+        let slice = |active: Vec<usize>, tcp: Vec<SenderTcp>, in_flight_bytes| StreamsSlice {
+            active,
+            seconds: 0.5,
+            bytes: vec![1; 3],
+            tcp,
+            in_flight_bytes,
+        };
+        let paused = SenderTcp::default();
+        let mut s = Senders::default();
+        // Guest 1 alone: only its figures count, the paused streams' are not the streaming
+        // guests'. The bytes in flight are the slice's own, every stream together.
+        s.add(
+            &slice(vec![1], vec![paused, tcp(900, 300, Some(90)), paused], 2048),
+            false,
+        );
+        s.add(
+            &slice(
+                vec![0, 1, 2],
+                vec![
+                    tcp(1, 500, Some(120)),
+                    tcp(1, 700, Some(140)),
+                    tcp(1, 600, Some(130)),
+                ],
+                4096,
+            ),
+            true,
+        );
+        // A sender of an older version gives no figures: nothing is added.
+        s.add(&slice(vec![0], vec![], 0), false);
+        assert_eq!(
+            s,
+            Senders {
+                in_flight_one: vec![2048],
+                in_flight_all: vec![4096],
+                rtt_one_us: vec![300],
+                rtt_all_us: vec![600],
+                bbr_min_rtt_one_us: vec![90],
+                bbr_min_rtt_all_us: vec![130],
+            }
+        );
+        let mut r = OneTestbed::new(
+            "xen/g3",
+            3,
+            (vec![1.0], vec![1.0]),
+            vec![],
+            vec![1.0],
+            vec![1; 3],
+        );
+        r.senders = s;
+        let text = one_testbed_table(&[r]).text();
+        for want in ["2 → 4", "2.00", "300 → 600", "90 → 130"] {
+            assert!(text.contains(want), "{want} not in\n{text}");
+        }
+        // Without BBR (or without the figures) the rows say so.
+        let mut r = OneTestbed::new("xen/g2", 2, (vec![], vec![]), vec![], vec![], vec![0; 2]);
+        r.senders.rtt_one_us = vec![5];
+        let text = one_testbed_table(&[r]).text();
+        assert!(text.contains("BBR's minimum RTT"), "{text}");
+        assert!(!text.contains("5 →"), "one side only: {text}");
     }
 
     #[test]
