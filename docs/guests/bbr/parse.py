@@ -1,20 +1,27 @@
-"""Per phase: the streaming flows' BBR state from `ss -tin` samples (ss.txt of run.sh).
-`one`: guest 0's flow only (the others paused); `all`: every flow, and the sum over flows per sample."""
+"""The streaming flows' BBR state from `ss -tin` samples (ss.txt of run.sh), per state of the
+path: `one` where guest 0's flow alone had data in flight, `all` where all eight had, with the
+sum over the flows per sample. A sample is classed by what it saw, not by the phase label
+run.sh wrote: the slices (7 s each) outran the script's sampling phases, so the labels drifted
+into the neighbouring slice (the counts printed first)."""
 import json, re, sys, statistics as st
 for d in sys.argv[1:]:
     txt = open(f"{d}/ss.txt").read()
     rows = {"one": [], "all": []}
     sums = []
+    labels = {"one": [0, 0, 0], "all": [0, 0, 0]}  # label -> samples seeing 1, 8, other
     for block in txt.split("### ")[1:]:
-        phase = block.split()[0].split("-")[0]
+        label = block.split()[0].split("-")[0]
+        flows = [(int(g) - 10, info) for g, info in
+                 re.findall(r"10\.77\.0\.(\d+):5500\s*\n\s*(.*)", block)]
+        sending = [f for f in flows if re.search(r"unacked:(\d+)", f[1])]
+        phase = {1: "one", 8: "all"}.get(len(sending))
+        labels[label][{"one": 0, "all": 1, None: 2}[phase]] += 1
+        if phase is None or (phase == "one" and sending[0][0] != 0):
+            continue
         tot = 0
-        for m in re.finditer(r"10\.77\.0\.(\d+):5500\s*\n\s*(.*)", block):
-            guest, info = int(m.group(1)) - 10, m.group(2)
+        for guest, info in sending:
             g = lambda k: re.search(k, info)
-            if phase == "one" and guest != 0:
-                continue
-            ua = g(r"unacked:(\d+)")
-            unacked = int(ua.group(1)) * 1448 if ua else 0
+            unacked = int(g(r"unacked:(\d+)").group(1)) * 1448
             tot += unacked
             bw = float(g(r"bw:(\d+)bps").group(1)) / 8
             mrtt = float(g(r"mrtt:([\d.]+)").group(1)) / 1e3
@@ -23,6 +30,8 @@ for d in sys.argv[1:]:
             rows[phase].append((guest, bw, mrtt, rtt, cwnd, unacked))
         if phase == "all":
             sums.append(tot)
+    for label, (n1, n8, other) in labels.items():
+        print(f"{d} samples labelled {label}: {n1} saw one flow sending, {n8} eight, {other} other")
     for phase, r in rows.items():
         med = lambda i: st.median(x[i] for x in r)
         print(f"{d} {phase}: {len(r)} flow samples; per flow: BBR bw {med(1)*8/1e9:.2f} Gbit/s, "
