@@ -297,67 +297,51 @@ pub(crate) fn receive(sock: &mut TcpStream) -> io::Result<StreamReport> {
 
 /// Whether `sock`'s congestion control is BBR (`TCP_CONGESTION` reads `bbr`).
 pub fn is_bbr(sock: &TcpStream) -> bool {
-    use std::os::fd::AsRawFd;
     let mut name = [0u8; 16];
-    let mut len = name.len() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `name`, a live local of that size,
-    // and `len` back; the descriptor is the open socket `sock` borrows.
-    let r = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    let got = &name[..(len as usize).min(name.len())];
-    r == 0 && got.split(|&b| b == 0).next() == Some(b"bbr".as_slice())
+    tcp_sockopt(sock, libc::TCP_CONGESTION, &mut name)
+        .is_ok_and(|n| name[..n].split(|&b| b == 0).next() == Some(b"bbr".as_slice()))
 }
 
 /// BBR's minimum-RTT estimate of `sock` in µs: the third field of the kernel's
 /// `struct tcp_bbr_info` (`bbr_bw_lo`, `bbr_bw_hi`, `bbr_min_rtt`, `bbr_pacing_gain`,
 /// `bbr_cwnd_gain`, each a `u32`), which `TCP_CC_INFO` answers for a BBR socket.
 fn bbr_min_rtt_us(sock: &TcpStream) -> Option<u32> {
-    use std::os::fd::AsRawFd;
-    let mut info = [0u32; 5];
-    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `info`, a live local of that size,
-    // and `len` back; the descriptor is the open socket `sock` borrows.
-    let r = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CC_INFO,
-            info.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    (r == 0 && len as usize >= 3 * 4).then_some(info[2])
+    let mut info = [0u8; 5 * 4];
+    let n = tcp_sockopt(sock, libc::TCP_CC_INFO, &mut info).ok()?;
+    let field = info.get(8..12).filter(|_| n >= 12)?;
+    Some(u32::from_ne_bytes(field.try_into().ok()?))
 }
 
 /// `TCP_INFO` of `sock`, and how many bytes of it the kernel filled (older kernels fill a
 /// prefix of the struct; the rest stays zero).
 pub(crate) fn read_tcp_info(sock: &TcpStream) -> io::Result<(libc::tcp_info, usize)> {
+    let mut buf = [0u8; std::mem::size_of::<libc::tcp_info>()];
+    let n = tcp_sockopt(sock, libc::TCP_INFO, &mut buf)?;
+    // SAFETY: `buf` holds exactly `size_of::<tcp_info>()` bytes, read unaligned; tcp_info is
+    // plain integers, for which every bit pattern is a valid value.
+    let info = unsafe { std::ptr::read_unaligned(buf.as_ptr().cast::<libc::tcp_info>()) };
+    Ok((info, n))
+}
+
+/// `getsockopt(IPPROTO_TCP, opt)` of `sock` into `buf`: how many bytes the kernel wrote.
+fn tcp_sockopt(sock: &TcpStream, opt: libc::c_int, buf: &mut [u8]) -> io::Result<usize> {
     use std::os::fd::AsRawFd;
-    // SAFETY: tcp_info is plain integers, for which all zeroes is a valid value.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `info`, a live local of that size,
+    let mut len = libc::socklen_t::try_from(buf.len()).map_err(io::Error::other)?;
+    // SAFETY: getsockopt writes at most `len` bytes into `buf`, a live slice of that length,
     // and `len` back; the descriptor is the open socket `sock` borrows.
     let r = unsafe {
         libc::getsockopt(
             sock.as_raw_fd(),
             libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
+            opt,
+            buf.as_mut_ptr().cast(),
             &mut len,
         )
     };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok((info, len as usize))
+    Ok((len as usize).min(buf.len()))
 }
 
 /// Caps the socket's TCP pacing rate (TCP paces internally when the qdisc is not fq).
