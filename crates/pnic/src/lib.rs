@@ -383,6 +383,9 @@ pub struct QueueStats {
     pub drops: u64,
     /// Not served now ([`Pnic::pause_queues`]).
     pub paused: bool,
+    /// Slots of this queue's ring leased out ([`RxFrame::take`]) and not yet handed back: its
+    /// frames the driver domain holds, waiting for their guest's RX buffers.
+    pub leases: u32,
 }
 
 /// The receive ring: V2 slots or V3 blocks.
@@ -1151,6 +1154,7 @@ impl Pnic {
                     frames: q.frames,
                     drops: q.tp_drops,
                     paused: in_mask(paused, i),
+                    leases: q.ring.leases(),
                 }
             })
             .collect()

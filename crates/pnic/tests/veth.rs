@@ -704,6 +704,8 @@ fn leased_slots_keep_their_frames_until_handed_back() {
     let st = p.stats();
     assert_eq!((st.rx_leased, st.rx_lease_copies), (4, 2), "{st:?}");
     assert_eq!((p.leases(), st.rx_leases_outstanding), (4, 4));
+    let per_queue: Vec<u32> = p.queue_stats().iter().map(|q| q.leases).collect();
+    assert_eq!(per_queue, [4], "the one queue holds them");
     // The newest frame's slot (5) was handed back; the next one (6) is the kernel's.
     assert!(!p.lease_in_the_way());
 
@@ -728,6 +730,7 @@ fn leased_slots_keep_their_frames_until_handed_back() {
     assert_eq!(p.leases(), 3);
     drop(bufs);
     assert_eq!(p.leases(), 0);
+    assert_eq!(p.queue_stats()[0].leases, 0);
     assert!(!p.lease_in_the_way());
     send_test(&s, 200..206, 100);
     assert_eq!(

@@ -1693,6 +1693,7 @@ impl Daemon {
                 "queues": p.queue_count(),
                 "rx_queues": p.queue_stats().iter().map(|q| json!({
                     "frames": q.frames, "kernel_drops": q.drops, "paused": q.paused,
+                    "leases": q.leases,
                 })).collect::<Vec<_>>(),
                 "ring_blocks": p.blocks().map(|b| b.block_nr),
                 "ring_block_size": p.blocks().map(|b| b.block_size),
