@@ -245,8 +245,8 @@ pub struct Senders {
     /// median, µs).
     pub rtt_one_us: Vec<u32>,
     pub rtt_all_us: Vec<u32>,
-    /// BBR's minimum-RTT estimate, as the smoothed RTT (µs); empty when the remote host's
-    /// congestion control is not BBR.
+    /// BBR's minimum-RTT estimate, taken over the streaming guests as the smoothed RTT is
+    /// (µs); empty when the remote host's congestion control is not BBR.
     pub bbr_min_rtt_one_us: Vec<u32>,
     pub bbr_min_rtt_all_us: Vec<u32>,
 }
@@ -461,37 +461,49 @@ pub fn one_testbed_table(rows: &[OneTestbed]) -> Table {
             col(&|s| format!("{:.0}", s.bytes_verified as f64 / 1e6)),
         ),
     ]);
-    let one_to_all = |one: &dyn Fn(&Senders) -> Vec<f64>, all: &dyn Fn(&Senders) -> Vec<f64>| {
-        col(&|s| match (med(&one(&s.senders)), med(&all(&s.senders))) {
-            (Some(o), Some(a)) => format!("{o:.0} → {a:.0}"),
-            _ => "—".into(),
-        })
+    // Each sender figure's medians over the slices, one guest and all.
+    let medians = |one: &[u64], all: &[u64]| {
+        let f = |v: &[u64]| med(&v.iter().map(|&x| x as f64).collect::<Vec<f64>>());
+        (f(one), f(all))
     };
-    let kib = |v: &[u64]| v.iter().map(|&b| b as f64 / 1024.0).collect::<Vec<f64>>();
-    let us = |v: &[u32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
+    let arrow = |(one, all): (Option<f64>, Option<f64>)| match (one, all) {
+        (Some(o), Some(a)) => format!("{o:.0} → {a:.0}"),
+        _ => "—".into(),
+    };
+    let in_flight_kib = |s: &OneTestbed| {
+        let (o, a) = medians(&s.senders.in_flight_one, &s.senders.in_flight_all);
+        (o.map(|b| b / 1024.0), a.map(|b| b / 1024.0))
+    };
+    let us = |v: &[u32]| v.iter().map(|&x| u64::from(x)).collect::<Vec<u64>>();
     table.rows.extend([
         (
             "senders' bytes in flight, one guest → all (KiB), medians".into(),
-            one_to_all(&|t| kib(&t.in_flight_one), &|t| kib(&t.in_flight_all)),
+            col(&|s| arrow(in_flight_kib(s))),
         ),
         (
             "  all ÷ one".into(),
             col(&|s| {
-                let (one, all) = (
-                    med(&kib(&s.senders.in_flight_one)),
-                    med(&kib(&s.senders.in_flight_all)),
-                );
+                let (one, all) = in_flight_kib(s);
                 f2(one.zip(all).filter(|(o, _)| *o > 0.0).map(|(o, a)| a / o))
             }),
         ),
         (
             "senders' smoothed RTT, one guest → all (µs), medians".into(),
-            one_to_all(&|t| us(&t.rtt_one_us), &|t| us(&t.rtt_all_us)),
+            col(&|s| {
+                arrow(medians(
+                    &us(&s.senders.rtt_one_us),
+                    &us(&s.senders.rtt_all_us),
+                ))
+            }),
         ),
         (
             "BBR's minimum RTT, one guest → all (µs), medians".into(),
-            one_to_all(&|t| us(&t.bbr_min_rtt_one_us), &|t| {
-                us(&t.bbr_min_rtt_all_us)
+            col(&|s| {
+                let t = &s.senders;
+                arrow(medians(
+                    &us(&t.bbr_min_rtt_one_us),
+                    &us(&t.bbr_min_rtt_all_us),
+                ))
             }),
         ),
     ]);
