@@ -133,6 +133,34 @@ pub fn stat(id: &str) -> Result<serde_json::Value> {
     }
 }
 
+/// How long [`restart_dd`] waits for every frontend to reconnect.
+pub const RECONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Restarts run `id`'s driver domain (`pvnet restart-dd`) and, when `wait`, waits until every
+/// frontend has reconnected (at most [`RECONNECT_WAIT`]). Returns how many vifs lost their
+/// backend and `stat`'s `restart` object after the wait (its `last` describes this restart).
+pub fn restart_dd(id: &str, wait: bool) -> Result<(usize, serde_json::Value)> {
+    let vifs = match call(id, &AdminRequest::RestartDd)? {
+        AdminReply::Restarting { vifs } => vifs,
+        AdminReply::Error(e) => bail!("{e}"),
+        other => bail!("the daemon answered a restart request with {other:?}"),
+    };
+    let deadline = std::time::Instant::now() + RECONNECT_WAIT;
+    let mut r = stat(id)?["restart"].clone();
+    while wait && r["last"]["reconnect_ms"].is_null() {
+        if std::time::Instant::now() > deadline {
+            bail!(
+                "the frontends did not all reconnect within {} s ({} of {vifs})",
+                RECONNECT_WAIT.as_secs(),
+                r["last"]["reconnected"]
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        r = stat(id)?["restart"].clone();
+    }
+    Ok((vifs, r))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -772,23 +772,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::RestartDd { id, no_wait, json } => {
             need_root("restart-dd")?;
             let id = rundir::pick_run(id.as_deref())?;
-            let vifs = match admin::call(&id, &AdminRequest::RestartDd)? {
-                AdminReply::Restarting { vifs } => vifs,
-                AdminReply::Error(e) => bail!("{e}"),
-                other => bail!("the daemon answered a restart request with {other:?}"),
-            };
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            let mut r = admin::stat(&id)?["restart"].clone();
-            while !no_wait && r["last"]["reconnect_ms"].is_null() {
-                if std::time::Instant::now() > deadline {
-                    bail!(
-                        "the frontends did not all reconnect within 10 s ({} of {vifs})",
-                        r["last"]["reconnected"]
-                    );
-                }
-                std::thread::sleep(std::time::Duration::from_millis(5));
-                r = admin::stat(&id)?["restart"].clone();
-            }
+            let (vifs, r) = admin::restart_dd(&id, !no_wait)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {

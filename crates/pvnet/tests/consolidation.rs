@@ -1,5 +1,5 @@
-//! The consolidation scenarios end to end, in a very short form: `pvnet bench --scenario
-//! neighbour` and `--scenario mixed` run two guests under two flush policies, print their
+//! The scenarios of issue 22 end to end, in a very short form: `pvnet bench --scenario
+//! neighbour`, `mixed` and `restart` run two guests under two configurations, print their
 //! table, write scenario-NAME.md and .json with real figures, and leave nothing behind.
 //! Needs root. Asserts what the runs must show whatever the machine's speed (bytes moved,
 //! transactions done, the neighbour's CPU time charged to it), never how fast.
@@ -138,4 +138,135 @@ fn scenario_arguments_are_checked() {
     let o = pvnet(&["bench", "--scenario", "mixed", "--guests", "4"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
+}
+
+#[test]
+fn the_restart_scenario_restarts_under_load_and_loses_no_byte() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("the_restart_scenario_restarts_under_load_and_loses_no_byte") {
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("pvnet-scenario-{}", unique_id()));
+    let stdout = ok(&[
+        "bench",
+        "--scenario",
+        "restart",
+        "--configs",
+        "xen,persistent",
+        "--reps",
+        "1",
+        "--duration",
+        "2",
+        "--restarts",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        stdout.contains("goal, every TCP stream through the restarts intact: holds (4 of 4)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("goal, every reconnection under 1000 ms: "),
+        "{stdout}"
+    );
+    let md = std::fs::read_to_string(out.join("scenario-restart.md")).unwrap();
+    assert!(
+        md.contains("| reconnection under two TCP streams: median (ms) |"),
+        "{md}"
+    );
+    assert!(!md.contains("## Errors"), "{md}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("scenario-restart.json")).unwrap())
+            .unwrap();
+    let samples = v["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 2);
+    for s in samples {
+        // Two restarts idle, two under the TCP streams, two under the UDP stream: each timed,
+        // each with both vifs back.
+        for leg in [
+            &s["idle"],
+            &s["tcp_restarts"]["restarts"],
+            &s["udp_restarts"]["restarts"],
+        ] {
+            let rs = leg.as_array().unwrap();
+            assert_eq!(rs.len(), 2, "{s}");
+            for r in rs {
+                assert_eq!((u(&r["vifs"]), u(&r["reconnected"])), (2, 2), "{s}");
+                let ms = f(&r["reconnect_ms"], "reconnection");
+                assert!(ms > 0.0 && ms >= f(&r["down_ms"], "down"), "{r}");
+            }
+        }
+        assert_eq!(s["tcp_quiet"]["restarts"].as_array().unwrap().len(), 0);
+        assert_eq!(s["udp_quiet"]["restarts"].as_array().unwrap().len(), 0);
+        // Both streams of both TCP legs verified byte for byte.
+        for leg in ["tcp_quiet", "tcp_restarts"] {
+            let flows = s[leg]["flows"].as_array().unwrap();
+            assert_eq!(flows.len(), 2, "{s}");
+            for fl in flows {
+                assert_eq!(fl["intact"], true, "{s}");
+                assert!(u(&fl["bytes"]) > 0, "{s}");
+            }
+            assert_eq!(s[leg]["errors"].as_array().unwrap().len(), 0, "{s}");
+        }
+        // The UDP legs sent and were accounted for; nothing arrived corrupt.
+        for leg in ["udp_quiet", "udp_restarts"] {
+            assert!(u(&s[leg]["sent"]) > 0, "{s}");
+            assert_eq!(u(&s[leg]["corrupt"]), 0, "{s}");
+            assert_eq!(s[leg]["errors"].as_array().unwrap().len(), 0, "{s}");
+        }
+        // The daemon counted the six restarts and both vifs' reconnection after each, and each
+        // frontend went away and came back six times without giving up a frame or a grant.
+        assert_eq!(u(&s["restarts_counted"]), 6, "{s}");
+        assert_eq!(u(&s["reconnections_counted"]), 12, "{s}");
+        let fe = &s["frontends"];
+        assert_eq!(
+            (u(&fe["disconnects"]), u(&fe["reconnects"])),
+            (12, 12),
+            "{s}"
+        );
+        assert_eq!(u(&fe["tx_lost_at_disconnect"]), 0, "{s}");
+        assert_eq!(u(&fe["grants_leaked"]), 0, "{s}");
+        assert_eq!(s["errors"].as_array().unwrap().len(), 0, "{s}");
+        assert_run_gone(s["run_id"].as_str().unwrap());
+    }
+}
+
+#[test]
+fn restart_scenario_arguments_are_checked() {
+    // No root needed: refused before anything starts.
+    fails_saying(
+        &["bench", "--scenario", "restart", "--configs", "linux"],
+        "whose driver domain `pvnet restart-dd` restarts",
+    );
+    fails_saying(
+        &["bench", "--scenario", "mixed,restart", "--configs", "hvm"],
+        "is not one",
+    );
+    fails_saying(
+        &["bench", "--restarts", "2"],
+        "--restarts belongs to --scenario restart",
+    );
+    fails_saying(
+        &["bench", "--scenario", "neighbour", "--restarts", "2"],
+        "--restarts belongs to --scenario restart",
+    );
+    fails_saying(
+        &["bench", "--scenario", "restart", "--restarts", "0"],
+        "--restarts must be 1 to 20",
+    );
+    fails_saying(
+        &["bench", "--scenario", "mixed,mixed"],
+        "names each workload once",
+    );
+    fails_saying(
+        &[
+            "bench",
+            "--scenario",
+            "neighbour,restart",
+            "--json",
+            "/tmp/x.json",
+        ],
+        "--json writes one scenario's run",
+    );
 }

@@ -164,6 +164,11 @@ fn read_all(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Ve
     })
 }
 
+/// Whether child `pid` still runs (has not exited; it is not reaped).
+pub fn running(pid: i32) -> bool {
+    matches!(exited_unreaped(pid), Ok(false))
+}
+
 /// Whether child `pid` has exited, without reaping it (`waitid` with `WNOWAIT`).
 fn exited_unreaped(pid: i32) -> Result<bool> {
     use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};

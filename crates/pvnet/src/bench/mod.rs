@@ -29,6 +29,7 @@ mod plot;
 mod progress;
 mod records;
 mod report;
+mod restart;
 mod run;
 mod scaling;
 mod scenario;
@@ -186,13 +187,19 @@ pub struct BenchArgs {
     /// `@tx` in --configs streams out of the guest whatever this says.
     #[arg(long, value_enum, default_value_t = Directions::Rx)]
     pub direction: Directions,
-    /// A consolidation workload instead of the tables, on two guests, each --configs
-    /// configuration a flush policy (default xen,lro,da,timeout,adaptive): `neighbour` (guest 0
-    /// streams and serves TCP_RR, alone and beside guest 1 burning the receiving CPU) or
-    /// `mixed` (guest 1's TCP_RR latency percentiles, alone and while guest 0 receives a bulk
-    /// stream). Writes scenario-NAME.md and scenario-NAME.json; see docs/consolidation.md.
-    #[arg(long, value_enum, conflicts_with_all = ["sweep", "guests", "direction", "paired_rounds"])]
-    pub scenario: Option<scenario::Scenario>,
+    /// Workloads of issue 22 instead of the tables, comma-separated, each on two guests and run
+    /// in turn: `neighbour` (guest 0 streams and serves TCP_RR, alone and beside guest 1
+    /// burning the receiving CPU) and `mixed` (guest 1's TCP_RR latency percentiles, alone and
+    /// while guest 0 receives a bulk stream), each --configs configuration a flush policy
+    /// (default xen,lro,da,timeout,adaptive); `restart` (the driver domain restarted idle and
+    /// under verified TCP and paced UDP streams: reconnection times and what the guests lose;
+    /// default configurations xen,adaptive). Each writes scenario-NAME.md and
+    /// scenario-NAME.json; see docs/consolidation.md and docs/restart.md.
+    #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["sweep", "guests", "direction", "paired_rounds"])]
+    pub scenario: Vec<ScenarioKind>,
+    /// `--scenario restart`: restarts idle, and in each leg with restarts (1 to 20; default 3).
+    #[arg(long)]
+    pub restarts: Option<usize>,
     /// Modelled cost of one VM exit for the HVM configurations (hvm, hvm-seed, hvm-fast), in
     /// nanoseconds of CPU spent by the vCPU on every port access; comma-separated, each HVM
     /// configuration named without `+exitN` runs at every cost given, as `NAME` at 0 and as
@@ -213,6 +220,19 @@ pub struct BenchArgs {
 /// a VT-x VM exit and entry round trip plus the hypervisor's decoding of an I/O instruction
 /// on the seed's Core 2 class of processor (docs/hvm.md says where the figure comes from).
 pub const DEFAULT_EXIT_COSTS: &str = "0,1000";
+
+/// A workload of `--scenario`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScenarioKind {
+    /// Guest 0 receives a stream and serves TCP_RR, alone and beside a guest that burns the
+    /// receiving CPU.
+    Neighbour,
+    /// Guest 1 serves TCP_RR, alone and while guest 0 receives a bulk stream.
+    Mixed,
+    /// The driver domain restarted, idle and under load: reconnection times, what the guests'
+    /// streams lose.
+    Restart,
+}
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Directions {
@@ -287,8 +307,11 @@ fn preflight(configs: &[String], tool: Tool) -> Result<()> {
 }
 
 fn run_bench(args: BenchArgs) -> Result<()> {
-    if let Some(sc) = args.scenario {
-        return run_scenario(sc, &args);
+    if !args.scenario.is_empty() {
+        return run_scenarios(&args);
+    }
+    if args.restarts.is_some() {
+        bail!("--restarts belongs to --scenario restart");
     }
     if args.sweep == Some(SweepKind::RecordSize) {
         return run_record_sweep(&args);
@@ -346,22 +369,22 @@ fn run_bench(args: BenchArgs) -> Result<()> {
     present(&run, &args, &out)
 }
 
-/// `--scenario`: the consolidation workloads ([`scenario`]).
-fn run_scenario(sc: scenario::Scenario, args: &BenchArgs) -> Result<()> {
-    let configs =
-        scenario::parse_configs(args.configs.as_deref().unwrap_or(scenario::DEFAULT_CONFIGS))?;
-    let params = scenario::Params {
-        scenario: sc,
-        reps: args.reps.unwrap_or(if args.quick { 1 } else { 3 }),
-        stream_seconds: args.duration.unwrap_or(if args.quick { 2.0 } else { 6.0 }),
-        rr_seconds: args
-            .rr_duration
-            .unwrap_or(if args.quick { 1.0 } else { 1.5 }),
-        msg_size: args.msg_size,
-        port: port_params(args)?,
-    };
-    if params.reps == 0 || params.stream_seconds <= 0.0 || params.rr_seconds <= 0.0 {
-        bail!("--reps, --duration and --rr-duration must be positive");
+/// `--scenario`: the workloads of issue 22 ([`scenario`], [`restart`]), one after the other.
+/// Every one runs even when an earlier one had errors; the errors are reported at the end.
+fn run_scenarios(args: &BenchArgs) -> Result<()> {
+    let kinds = &args.scenario;
+    if (1..kinds.len()).any(|i| kinds[..i].contains(&kinds[i])) {
+        bail!("--scenario names each workload once");
+    }
+    if args.json.is_some() && kinds.len() > 1 {
+        bail!("--json writes one scenario's run: give one --scenario (every scenario writes scenario-NAME.json in --out)");
+    }
+    if args.restarts.is_some() && !kinds.contains(&ScenarioKind::Restart) {
+        bail!("--restarts belongs to --scenario restart");
+    }
+    let restarts = args.restarts.unwrap_or(restart::DEFAULT_RESTARTS);
+    if !(1..=restart::MAX_RESTARTS).contains(&restarts) {
+        bail!("--restarts must be 1 to {}", restart::MAX_RESTARTS);
     }
     if args.msg_size == 0 {
         bail!("--msg-size must be at least 1");
@@ -369,7 +392,29 @@ fn run_scenario(sc: scenario::Scenario, args: &BenchArgs) -> Result<()> {
     if args.tool != Tool::Builtin {
         bail!("--scenario runs the built-in tool only (its TCP_RR and verified streams)");
     }
-    preflight(&configs, Tool::Builtin)?;
+    let reps = args.reps.unwrap_or(if args.quick { 1 } else { 3 });
+    let stream_seconds = args.duration.unwrap_or(if args.quick { 2.0 } else { 6.0 });
+    let rr_seconds = args
+        .rr_duration
+        .unwrap_or(if args.quick { 1.0 } else { 1.5 });
+    if reps == 0 || stream_seconds <= 0.0 || rr_seconds <= 0.0 {
+        bail!("--reps, --duration and --rr-duration must be positive");
+    }
+    // Every scenario's configurations are checked before the first starts.
+    let mut plans = Vec::with_capacity(kinds.len());
+    for &k in kinds {
+        let configs = match k {
+            ScenarioKind::Restart => {
+                restart::parse_configs(args.configs.as_deref().unwrap_or(restart::DEFAULT_CONFIGS))?
+            }
+            _ => scenario::parse_configs(
+                args.configs.as_deref().unwrap_or(scenario::DEFAULT_CONFIGS),
+            )?,
+        };
+        plans.push((k, configs));
+    }
+    let all: Vec<String> = plans.iter().flat_map(|(_, c)| c.clone()).collect();
+    preflight(&all, Tool::Builtin)?;
     interrupt::install()?;
     let (out, _) = output::out_dir(args.out.as_deref(), "bench-out", "")?;
     let others = crate::rundir::live_runs();
@@ -379,24 +424,58 @@ fn run_scenario(sc: scenario::Scenario, args: &BenchArgs) -> Result<()> {
             others.join(", ")
         );
     }
-    let run = match scenario::run(configs, params, &out) {
-        Err(e) if e.downcast_ref::<interrupt::Interrupted>().is_some() => return Err(e),
-        r => r?,
-    };
-    if let Some(j) = &args.json {
-        std::fs::write(j, serde_json::to_string_pretty(&run)?)
-            .with_context(|| format!("writing {}", j.display()))?;
+    let port = port_params(args)?;
+    let mut failed = Vec::new();
+    for (k, configs) in plans {
+        let (name, json, bad) = match k {
+            ScenarioKind::Restart => {
+                let params = restart::Params {
+                    reps,
+                    stream_seconds,
+                    restarts,
+                    msg_size: args.msg_size,
+                    udp_size: restart::UDP_SIZE,
+                    udp_pps: restart::UDP_PPS,
+                    port,
+                };
+                let run = restart::run(configs, params, &out)?;
+                let bad: Vec<String> = (run.samples.iter())
+                    .filter(|s| !s.all_errors().is_empty())
+                    .map(|s| format!("{} rep {}", s.config, s.rep))
+                    .collect();
+                ("restart", serde_json::to_string_pretty(&run)?, bad)
+            }
+            ScenarioKind::Neighbour | ScenarioKind::Mixed => {
+                let sc = if k == ScenarioKind::Neighbour {
+                    scenario::Scenario::Neighbour
+                } else {
+                    scenario::Scenario::Mixed
+                };
+                let params = scenario::Params {
+                    scenario: sc,
+                    reps,
+                    stream_seconds,
+                    rr_seconds,
+                    msg_size: args.msg_size,
+                    port,
+                };
+                let run = scenario::run(configs, params, &out)?;
+                let bad: Vec<String> = (run.samples.iter())
+                    .filter(|s| !s.quiet.errors.is_empty() || !s.loaded.errors.is_empty())
+                    .map(|s| format!("{} rep {}", s.config, s.rep))
+                    .collect();
+                (sc.name(), serde_json::to_string_pretty(&run)?, bad)
+            }
+        };
+        if let Some(j) = &args.json {
+            std::fs::write(j, json).with_context(|| format!("writing {}", j.display()))?;
+        }
+        if !bad.is_empty() {
+            failed.push(format!("{} (see scenario-{name}.md)", bad.join(", ")));
+        }
     }
-    let bad: Vec<String> = (run.samples.iter())
-        .filter(|s| !s.quiet.errors.is_empty() || !s.loaded.errors.is_empty())
-        .map(|s| format!("{} rep {}", s.config, s.rep))
-        .collect();
-    if !bad.is_empty() {
-        bail!(
-            "errors in {}: see scenario-{}.md",
-            bad.join(", "),
-            sc.name()
-        );
+    if !failed.is_empty() {
+        bail!("errors in {}", failed.join("; "));
     }
     Ok(())
 }

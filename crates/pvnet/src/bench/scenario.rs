@@ -207,7 +207,8 @@ impl ScenarioRun {
     }
 }
 
-fn loadavg() -> String {
+/// `/proc/loadavg`'s three averages.
+pub(super) fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default()
