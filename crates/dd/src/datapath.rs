@@ -21,7 +21,7 @@
 //! touched again) and waits in [`DataPath::take_failed`] for the toolstack, which closes it in
 //! the store and stops watching its event channel. Other vifs don't notice.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io;
 
 use pvnet_pnic::{Buf, Pnic};
@@ -99,8 +99,8 @@ pub trait Phy {
     fn paused_queues(&self) -> u32 {
         0
     }
-    /// Sends one frame made of `pieces`; false when the port refused it.
-    fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> bool;
+    /// Sends one frame made of `pieces`, or says why the port did not take it.
+    fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> Result<(), TxRefused>;
     /// Whether a poll would find a frame now (no system call).
     fn rx_ready(&self) -> bool;
     /// Whether buffers still leased from the port would get in the way of a sleep on it (see
@@ -114,6 +114,42 @@ pub trait Phy {
         false
     }
 }
+
+/// Sends `pkt` out of `phy`. A linear packet (every packet until aggregation builds chains)
+/// goes out without collecting its pieces into an allocated list.
+fn phy_send<P: Phy>(phy: &mut P, pkt: &Packet) -> Result<(), TxRefused> {
+    if pkt.is_chained() {
+        let pieces: Vec<&[u8]> = pkt.pieces().collect();
+        phy.send(&pkt.vnet, &pieces)
+    } else {
+        phy.send(&pkt.vnet, &[pkt.head.as_slice()])
+    }
+}
+
+/// Why the physical port did not take a frame ([`Phy::send`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxRefused {
+    /// Its send buffer is full: the frame waits until the port is writable again
+    /// ([`DataPath::tx_backlog_wait`]).
+    Full,
+    /// The device's queue dropped it: the frame waits and is tried again shortly.
+    Busy,
+    /// Refused for good (an inconsistent header, too long for the MTU, the interface down):
+    /// dropped and counted (`pnic_send_errors`).
+    Failed,
+}
+
+/// Frames the physical port refused for now that the data path keeps, in order, until it takes
+/// them ([`DataPath::tx_drain`]). Guests' TX is not polled meanwhile, so what waits is at most
+/// one poll's packets plus what the TAP ports bring; beyond this, frames are dropped and
+/// counted (`pnic_tx_backlog_drops`).
+pub const TX_BACKLOG_MAX: usize = 1024;
+
+/// How long frames may wait for a physical port that takes none of them (ns): a port whose
+/// device stays full, or whose link is down, then has its waiting frames dropped and counted
+/// (`pnic_tx_backlog_drops`, `pnic_tx_backlog_timeouts`), so that the guests' TX, which waits
+/// with them, goes on. A watchdog, as a NIC driver's on a queue that stopped.
+pub const TX_BACKLOG_TIMEOUT_NS: u64 = 100_000_000;
 
 impl Phy for Pnic {
     fn poll(&mut self, budget: usize, rx: impl FnMut(VirtioNetHdr, Buf)) -> usize {
@@ -155,8 +191,12 @@ impl Phy for Pnic {
         Pnic::paused_queues(self)
     }
 
-    fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> bool {
-        Pnic::send(self, vnet, pieces).is_ok()
+    fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> Result<(), TxRefused> {
+        Pnic::send(self, vnet, pieces).map_err(|e| match e {
+            pvnet_pnic::PnicError::WouldBlock => TxRefused::Full,
+            pvnet_pnic::PnicError::DeviceBusy => TxRefused::Busy,
+            _ => TxRefused::Failed,
+        })
     }
 
     fn rx_ready(&self) -> bool {
@@ -307,6 +347,17 @@ pub struct PathStats {
     pub ddtap_tx: u64,
     pub ddtap_errors: u64,
     pub pnic_send_errors: u64,
+    /// Frames the physical port refused for now (its send buffer or its device queue full),
+    /// kept in order and sent once it took them: back-pressure, not loss. And the most that
+    /// waited at once.
+    pub pnic_tx_deferred: u64,
+    pub pnic_tx_backlog_max: u64,
+    /// Frames dropped because [`TX_BACKLOG_MAX`] already waited, or because the port took
+    /// none for [`TX_BACKLOG_TIMEOUT_NS`] (those times counted too).
+    pub pnic_tx_backlog_drops: u64,
+    pub pnic_tx_backlog_timeouts: u64,
+    /// Guests' TX polls put off while frames waited for the port.
+    pub tx_polls_held: u64,
     pub bridge_drops: u64,
     /// Chained packets the bridge forwarded as chains (BO).
     pub chains_forwarded: u64,
@@ -413,6 +464,9 @@ struct Vif {
     /// drains the ring), so the vif is polled again without waiting, as NAPI reschedules a
     /// poll that used its whole budget.
     tx_more: bool,
+    /// A poll left its TX requests on the ring because the physical port was holding frames
+    /// back ([`DataPath::tx_drain`] polls it again once the port has taken them).
+    tx_held: bool,
     events: VifEvents,
 }
 
@@ -480,6 +534,12 @@ pub struct DataPath<P: Phy, C: Clock> {
     /// Frames from a direct poll that take the whole-copy way, with the switch's decision
     /// when it was made (reused buffer).
     decided: Vec<(Packet, Option<Decision>)>,
+    /// Frames for the physical port that it has not taken yet, oldest first
+    /// ([`TX_BACKLOG_MAX`]), and how the last refusal said to wait.
+    tx_backlog: VecDeque<Packet>,
+    tx_wait: TxRefused,
+    /// When the port last took a frame, or the first one waited (ns, [`TX_BACKLOG_TIMEOUT_NS`]).
+    tx_progress_ns: u64,
     pub stats: PathStats,
 }
 
@@ -517,6 +577,9 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             capture: Captures::default(),
             g2g_direct: true,
             decided: Vec::new(),
+            tx_backlog: VecDeque::new(),
+            tx_wait: TxRefused::Full,
+            tx_progress_ns: 0,
             stats: PathStats::default(),
         };
         d.lro = lro.map(|p| d.new_engine(p));
@@ -624,6 +687,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     pub fn clear(&mut self) {
         self.phy = None;
         self.watched = false;
+        self.tx_backlog.clear();
         self.taps.clear();
         self.vifs.clear();
         self.capture.clear();
@@ -658,6 +722,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
                 mac,
                 dirty: false,
                 tx_more: false,
+                tx_held: false,
                 events: VifEvents::default(),
             },
         );
@@ -1198,18 +1263,83 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         }
         if port == PORT_PNIC {
             let Some(phy) = self.phy.as_mut() else { return };
-            // A linear packet (every packet until aggregation builds chains) goes out without
-            // collecting its pieces into an allocated list.
-            let ok = if pkt.is_chained() {
-                let pieces: Vec<&[u8]> = pkt.pieces().collect();
-                phy.send(&pkt.vnet, &pieces)
-            } else {
-                phy.send(&pkt.vnet, &[pkt.head.as_slice()])
-            };
-            if !ok {
-                self.stats.pnic_send_errors += 1;
+            // Frames already waiting go first: a later frame must not overtake them.
+            if !self.tx_backlog.is_empty() {
+                return self.tx_defer(pkt);
+            }
+            match phy_send(phy, &pkt) {
+                Ok(()) => {}
+                Err(TxRefused::Failed) => self.stats.pnic_send_errors += 1,
+                Err(why) => {
+                    self.tx_wait = why;
+                    self.tx_defer(pkt);
+                }
             }
         }
+    }
+
+    /// Keeps a frame the port did not take, behind those already waiting.
+    fn tx_defer(&mut self, pkt: Packet) {
+        if self.tx_backlog.len() >= TX_BACKLOG_MAX {
+            self.stats.pnic_tx_backlog_drops += 1;
+            return;
+        }
+        if self.tx_backlog.is_empty() {
+            self.tx_progress_ns = self.now;
+        }
+        self.tx_backlog.push_back(pkt);
+        self.stats.pnic_tx_deferred += 1;
+        let n = self.tx_backlog.len() as u64;
+        self.stats.pnic_tx_backlog_max = self.stats.pnic_tx_backlog_max.max(n);
+    }
+
+    /// How the daemon waits for the physical port to take the frames it refused: None when
+    /// none waits; `Some(true)` until its socket is writable again (its send buffer was full);
+    /// `Some(false)` a short while (its device's queue was full, which no readiness reports).
+    pub fn tx_backlog_wait(&self) -> Option<bool> {
+        (!self.tx_backlog.is_empty()).then_some(self.tx_wait == TxRefused::Full)
+    }
+
+    /// Frames waiting for the physical port.
+    pub fn tx_backlog_len(&self) -> usize {
+        self.tx_backlog.len()
+    }
+
+    /// Sends the frames waiting for the physical port, oldest first, until it refuses one
+    /// again. Once none waits, the vifs whose TX polls were put off are polled again.
+    pub fn tx_drain(&mut self) {
+        let Some(phy) = self.phy.as_mut() else {
+            self.tx_backlog.clear();
+            return;
+        };
+        while let Some(pkt) = self.tx_backlog.front() {
+            match phy_send(phy, pkt) {
+                Ok(()) => self.tx_progress_ns = self.now,
+                Err(TxRefused::Failed) => self.stats.pnic_send_errors += 1,
+                Err(why) => {
+                    self.tx_wait = why;
+                    if self.now.saturating_sub(self.tx_progress_ns) < TX_BACKLOG_TIMEOUT_NS {
+                        return;
+                    }
+                    self.stats.pnic_tx_backlog_timeouts += 1;
+                    self.stats.pnic_tx_backlog_drops += self.tx_backlog.len() as u64;
+                    self.tx_backlog.clear();
+                    break;
+                }
+            }
+            self.tx_backlog.pop_front();
+        }
+        for v in self.vifs.values_mut().filter(|v| v.tx_held) {
+            v.tx_held = false;
+            v.tx_more = true;
+        }
+    }
+
+    /// Whether a guest's TX poll must wait: frames wait for the physical port. A guest's
+    /// requests then stay on its ring (its frontend holds its packets back), as a NIC's full
+    /// queue stops the stack above it, instead of being taken and dropped.
+    fn tx_held(&self) -> bool {
+        !self.tx_backlog.is_empty()
     }
 
     /// Moves queued packets into the guests whose queues got new packets, and writes what the
@@ -1274,6 +1404,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             return self.vif_poll_direct(dom);
         }
         let tx_budget = self.cfg.budget * 4;
+        let held = self.tx_held();
         let mut out = std::mem::take(&mut self.pending);
         let res = {
             let Some(v) = self.vifs.get_mut(&dom) else {
@@ -1281,8 +1412,16 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             };
             let nb = &mut v.netback;
             let t = self.clock.ticks();
-            let r = nb.tx_poll(tx_budget, |p| out.push((vif_port(dom), p)));
-            v.tx_more = r.as_ref().is_ok_and(|&n| n >= tx_budget);
+            // Frames wait for the physical port: the guest's TX requests stay on its ring.
+            let budget = if held {
+                v.tx_held = true;
+                self.stats.tx_polls_held += 1;
+                0
+            } else {
+                tx_budget
+            };
+            let r = nb.tx_poll(budget, |p| out.push((vif_port(dom), p)));
+            v.tx_more = !held && r.as_ref().is_ok_and(|&n| n >= tx_budget);
             let r = r.and_then(|tx| nb.rx_flush().map(|rx| tx + rx));
             if r == Ok(0) {
                 v.events.idle_polls += 1;
@@ -1320,10 +1459,19 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     /// whole-copy way towards a guest, that guest's later frames of the poll do too (after a
     /// flood, every frame of the poll): a later frame must not overtake it.
     fn vif_poll_direct(&mut self, dom: u16) {
+        let held = self.tx_held();
         let Some(mut v) = self.vifs.remove(&dom) else {
             return;
         };
         let tx_budget = self.cfg.budget * 4;
+        // Frames wait for the physical port: the guest's TX requests stay on its ring.
+        let budget = if held {
+            v.tx_held = true;
+            self.stats.tx_polls_held += 1;
+            0
+        } else {
+            tx_budget
+        };
         let ingress = vif_port(dom);
         let mut out = std::mem::take(&mut self.decided);
         let mut receivers_failed: Vec<u16> = Vec::new();
@@ -1335,7 +1483,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             // flood): later frames for them must not overtake it.
             let (mut behind_all, mut behind) = (false, Vec::new());
             let r = v.netback.tx_poll_direct(
-                tx_budget,
+                budget,
                 |h| {
                     if behind_all {
                         stats.g2g.behind_fallback += 1;
@@ -1395,7 +1543,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
                 },
                 |p, d| out.push((p, d)),
             );
-            v.tx_more = r.as_ref().is_ok_and(|&n| n >= tx_budget);
+            v.tx_more = !held && r.as_ref().is_ok_and(|&n| n >= tx_budget);
             let r = r.and_then(|tx| v.netback.rx_flush().map(|rx| tx + rx));
             if r == Ok(0) {
                 v.events.idle_polls += 1;

@@ -25,7 +25,7 @@ use pvnet_netif::*;
 use pvnet_pnic::Buf;
 use pvnet_wire::vnet::{VirtioNetHdr, VNET_HDR_LEN};
 
-use crate::datapath::{Clock, Phy, TapPort};
+use crate::datapath::{Clock, Phy, TapPort, TxRefused};
 use crate::netback::{Config, Features, Netback};
 use crate::packet::Packet;
 
@@ -325,8 +325,11 @@ pub struct MockPhy {
     pub tx: Vec<(VirtioNetHdr, Vec<u8>)>,
     /// Polls made, and the budgets they were given.
     pub polls: Vec<usize>,
-    /// Sends fail while set (counted by the data path as `pnic_send_errors`).
+    /// Sends fail for good while set (counted by the data path as `pnic_send_errors`).
     pub refuse_sends: bool,
+    /// Sends are refused for now, this way, while set: the port's send buffer or its device's
+    /// queue is full.
+    pub tx_full: Option<TxRefused>,
     /// How many of the next [`Phy::lease_in_the_way`] checks answer yes (a count, so that
     /// detaching can get the lease out of the way), and what [`Phy::lease_aging`] answers.
     pub in_the_way: std::cell::Cell<u32>,
@@ -428,12 +431,15 @@ impl Phy for MockPhy {
         self.paused
     }
 
-    fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> bool {
+    fn send(&mut self, vnet: &VirtioNetHdr, pieces: &[&[u8]]) -> Result<(), TxRefused> {
         if self.refuse_sends {
-            return false;
+            return Err(TxRefused::Failed);
+        }
+        if let Some(why) = self.tx_full {
+            return Err(why);
         }
         self.tx.push((*vnet, pieces.concat()));
-        true
+        Ok(())
     }
 
     fn rx_ready(&self) -> bool {

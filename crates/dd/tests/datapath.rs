@@ -7,7 +7,10 @@ mod lro_common;
 
 use dp_common::*;
 use lro_common::{stream, Seg, MAC_DST, MAC_SRC};
-use pvnet_dd::datapath::{vif_port, DataPath, PathConfig, PORT_DDSTACK, PORT_PNIC};
+use pvnet_dd::datapath::{
+    vif_port, DataPath, PathConfig, TxRefused, PORT_DDSTACK, PORT_PNIC, TAP_READS_PER_CALL,
+    TX_BACKLOG_MAX, TX_BACKLOG_TIMEOUT_NS,
+};
 use pvnet_dd::gate::STALL_NS;
 use pvnet_dd::lro::{Mode, Policy};
 use pvnet_dd::mock::{MockClock, MockFrontend, MockPhy, MockTap};
@@ -145,6 +148,123 @@ fn a_refused_send_is_counted() {
     dp.tick();
     dp.vif_event(g[0].dom);
     assert_eq!(dp.stats.pnic_send_errors, 1);
+}
+
+/// A MAC on the wire, beyond the physical port.
+const WIRE: [u8; 6] = [0x02, 0, 0, 0, 0, 0x99];
+
+#[test]
+fn a_full_port_holds_the_guests_frames_back_and_loses_none() {
+    // Budget 4: a TX poll takes at most 16 packets.
+    let (mut dp, _clock, mut g) = path_with(&[MAC_DST], None, 4);
+    let frames: Vec<Vec<u8>> = (0..40)
+        .map(|i| frame_to(WIRE, MAC_DST, 100 + i, i as u8))
+        .collect();
+    dp.phy_mut().unwrap().tx_full = Some(TxRefused::Full);
+    for f in &frames[..20] {
+        g[0].send(f);
+    }
+    dp.tick();
+    dp.vif_event(g[0].dom);
+    // The poll took 16 requests; the port took none of their frames, which wait in order.
+    assert!(dp.phy().unwrap().tx.is_empty());
+    assert_eq!(dp.tx_backlog_len(), 16);
+    assert_eq!(
+        dp.tx_backlog_wait(),
+        Some(true),
+        "a full send buffer: wait until writable"
+    );
+    assert_eq!(
+        (dp.stats.pnic_tx_deferred, dp.stats.pnic_send_errors),
+        (16, 0)
+    );
+    // While they wait, the guest's requests stay on its ring: the poll its full budget asked
+    // for, and the one its next notification brings, take nothing.
+    assert!(dp.has_tx_more());
+    dp.serve_tx_more();
+    for f in &frames[20..] {
+        g[0].send(f);
+    }
+    dp.vif_event(g[0].dom);
+    assert_eq!(dp.vif_stats(g[0].dom).unwrap().tx_packets, 16);
+    assert_eq!(dp.stats.tx_polls_held, 2);
+    assert!(!dp.has_tx_more(), "a held guest is not polled in a loop");
+    // The device's queue is full instead: nothing to wait on but time.
+    dp.phy_mut().unwrap().tx_full = Some(TxRefused::Busy);
+    dp.tx_drain();
+    assert_eq!(dp.tx_backlog_wait(), Some(false));
+    assert_eq!(dp.tx_backlog_len(), 16);
+    // The port has room again: the waiting frames go first, then the guest is polled again.
+    dp.phy_mut().unwrap().tx_full = None;
+    dp.tx_drain();
+    assert_eq!((dp.tx_backlog_len(), dp.tx_backlog_wait()), (0, None));
+    assert_eq!(dp.phy().unwrap().tx.len(), 16);
+    assert!(dp.has_tx_more(), "the held guest is polled again");
+    while dp.has_tx_more() {
+        dp.serve_tx_more();
+    }
+    let sent: Vec<Vec<u8>> = (dp.phy().unwrap().tx.iter())
+        .map(|(_, b)| b.clone())
+        .collect();
+    assert_eq!(sent, frames, "every frame, once, in order");
+    assert_eq!(dp.stats.pnic_tx_backlog_drops, 0);
+    assert_eq!(dp.stats.pnic_tx_backlog_max, 16);
+}
+
+#[test]
+fn a_port_that_takes_nothing_for_long_drops_what_waits_and_the_guests_go_on() {
+    let (mut dp, clock, mut g) = path_with(&[MAC_DST], None, 4);
+    dp.phy_mut().unwrap().tx_full = Some(TxRefused::Busy);
+    for i in 0..20 {
+        g[0].send(&frame_to(WIRE, MAC_DST, 100, i));
+    }
+    dp.tick();
+    dp.vif_event(g[0].dom);
+    assert_eq!(dp.tx_backlog_len(), 16);
+    clock.advance(TX_BACKLOG_TIMEOUT_NS - 1_000);
+    dp.tick();
+    dp.tx_drain();
+    assert_eq!(dp.tx_backlog_len(), 16, "not yet");
+    clock.advance(2_000);
+    dp.tick();
+    dp.tx_drain();
+    assert_eq!(dp.tx_backlog_len(), 0);
+    assert_eq!(
+        (
+            dp.stats.pnic_tx_backlog_drops,
+            dp.stats.pnic_tx_backlog_timeouts
+        ),
+        (16, 1)
+    );
+    // The guest's four other frames go once the port takes frames again.
+    dp.phy_mut().unwrap().tx_full = None;
+    while dp.has_tx_more() {
+        dp.serve_tx_more();
+    }
+    assert_eq!(dp.phy().unwrap().tx.len(), 4);
+}
+
+#[test]
+fn the_ports_backlog_is_bounded() {
+    let (mut dp, _clock, _g) = path_with(&[MAC_DST], None, 64);
+    let stack = MockTap::default();
+    dp.attach_tap(PORT_DDSTACK, STACK_MAC, Box::new(stack.clone()))
+        .unwrap();
+    dp.phy_mut().unwrap().tx_full = Some(TxRefused::Full);
+    let n = TX_BACKLOG_MAX + 76;
+    for i in 0..n {
+        stack.inject(&frame_to(WIRE, STACK_MAC, 80, i as u8));
+    }
+    dp.tick();
+    for _ in 0..n.div_ceil(TAP_READS_PER_CALL) {
+        dp.tap_input(PORT_DDSTACK);
+    }
+    assert_eq!(dp.stats.ddtap_rx, n as u64);
+    assert_eq!(dp.tx_backlog_len(), TX_BACKLOG_MAX);
+    assert_eq!(dp.stats.pnic_tx_backlog_drops, 76);
+    dp.phy_mut().unwrap().tx_full = None;
+    dp.tx_drain();
+    assert_eq!(dp.phy().unwrap().tx.len(), TX_BACKLOG_MAX);
 }
 
 #[test]

@@ -348,7 +348,7 @@ fn send_arrives_and_is_not_read_back() {
     assert_eq!(p.stats().tx_errors, 1);
 
     // Back-pressure is distinct: with the peer down, veth drops at the device and the kernel
-    // reports ENOBUFS, surfaced as WouldBlock. Once the kernel's link watch has seen the lost
+    // reports ENOBUFS, surfaced as DeviceBusy. Once the kernel's link watch has seen the lost
     // carrier (asynchronously, at most once a second for all links) it swaps in the noop
     // qdisc, which drops without an error: then the send counts as sent.
     run_in(&bed.b.0, &["link", "set", IF_B, "down"]);
@@ -360,7 +360,7 @@ fn send_arrives_and_is_not_read_back() {
         p.send_batch(&batch).map(|n| assert_eq!(n, 1)),
     ] {
         match r {
-            Err(PnicError::WouldBlock) => blocked += 1,
+            Err(PnicError::DeviceBusy) => blocked += 1,
             Ok(()) => sent += 1,
             Err(e) => panic!("peer down: {e}"),
         }

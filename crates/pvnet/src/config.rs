@@ -77,6 +77,11 @@ pub struct DaemonConfig {
     /// default.
     #[serde(default = "default_ring_prefetch")]
     pub ring_prefetch: u32,
+    /// The physical port's transmit buffer in KiB (see [`check_port_tx_buffer_kib`]):
+    /// what the driver domain may have in flight towards the wire before the port holds the
+    /// guests' TX back. Configs written before `--port-tx-buffer-kib` existed get the default.
+    #[serde(default = "default_port_tx_buffer_kib")]
+    pub port_tx_buffer_kib: u32,
     /// V3: the blocks' size in KiB (see [`v3_blocks`]); None: the default geometry.
     #[serde(default)]
     pub v3_block_kib: Option<u32>,
@@ -218,6 +223,28 @@ fn one_guest_ring_frames() -> u32 {
 
 fn default_ring_prefetch() -> u32 {
     pvnet_pnic::DEFAULT_PREFETCH
+}
+
+/// [`DaemonConfig::port_tx_buffer_kib`]'s default: [`pvnet_pnic::TX_SNDBUF`].
+pub const DEFAULT_PORT_TX_BUFFER_KIB: u32 = (pvnet_pnic::TX_SNDBUF / 1024) as u32;
+
+fn default_port_tx_buffer_kib() -> u32 {
+    DEFAULT_PORT_TX_BUFFER_KIB
+}
+
+/// Smallest and largest `--port-tx-buffer-kib`.
+pub const PORT_TX_BUFFER_KIB_MIN: u32 = 4;
+pub const PORT_TX_BUFFER_KIB_MAX: u32 = 65536;
+
+/// Checks a `--port-tx-buffer-kib` value: the physical port's transmit socket buffer, 4 KiB
+/// (the kernel's floor, a couple of frames) to 64 MiB.
+pub fn check_port_tx_buffer_kib(kib: u32) -> Result<u32> {
+    if !(PORT_TX_BUFFER_KIB_MIN..=PORT_TX_BUFFER_KIB_MAX).contains(&kib) {
+        bail!(
+            "--port-tx-buffer-kib must be between {PORT_TX_BUFFER_KIB_MIN} and {PORT_TX_BUFFER_KIB_MAX}, got {kib}"
+        );
+    }
+    Ok(kib)
 }
 
 /// The bench configuration that `pvnet up` runs unless told otherwise, chosen by issue #24's
@@ -460,6 +487,7 @@ impl Default for DaemonConfig {
             port_ring: PortRing::V2,
             port_queues: 1,
             ring_prefetch: pvnet_pnic::DEFAULT_PREFETCH,
+            port_tx_buffer_kib: DEFAULT_PORT_TX_BUFFER_KIB,
             v3_block_kib: None,
             switch: pvnet_dd::switch::Mode::Bridge,
             rules: None,

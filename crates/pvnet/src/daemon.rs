@@ -299,8 +299,8 @@ struct LastRestart {
     /// From the start of the restart to the last vif's reconnection, in ms (None while a vif
     /// is still coming back).
     reconnect_ms: Option<f64>,
-    /// Packets that were queued in the old backends for their guests, dropped with them (TCP
-    /// sends their bytes again).
+    /// Packets that were queued in the old backends for their guests, and frames waiting for
+    /// the old physical port, dropped with them (TCP sends their bytes again).
     queued_packets_dropped: u64,
     /// When it started.
     #[serde(skip)]
@@ -603,6 +603,7 @@ impl Daemon {
                 .then(|| crate::config::v3_blocks(self.cfg.v3_block_kib)),
             queues: self.cfg.port_queues,
             prefetch: self.cfg.ring_prefetch,
+            tx_sndbuf: self.cfg.port_tx_buffer_kib as usize * 1024,
             ..PnicConfig::new(self.testbed.dd_if.clone())
         };
         let pnic = if self.cfg.port_frames {
@@ -923,6 +924,12 @@ impl Daemon {
             } else {
                 Duration::from_millis(200)
             };
+            // Frames wait for the port to take them: try again within a millisecond (a full
+            // device queue reports no readiness; a full send buffer wakes the sleep sooner).
+            let wait = match self.dp.tx_backlog_wait() {
+                Some(_) => wait.min(Duration::from_millis(1)),
+                None => wait,
+            };
             self.run_once(wait)?;
         }
         Ok(())
@@ -954,8 +961,12 @@ impl Daemon {
             Err(nix::errno::Errno::EINTR) => Ok(0),
             Err(e) => Err(e),
         };
+        // Frames wait for the port's send buffer to have room: its socket's writability wakes
+        // the sleep too.
+        let tx_writable = self.dp.tx_backlog_wait() == Some(true);
+        let watched = self.dp.phy_watched();
         let pnic = match self.dp.phy() {
-            Some(p) if self.dp.phy_watched() => p,
+            Some(p) if watched || tx_writable => p,
             _ => {
                 return Ok((
                     epoll_wait(&self.ep, events, ms.min(u16::MAX as i32) as u16)?,
@@ -963,14 +974,21 @@ impl Daemon {
                 ))
             }
         };
-        if pnic.rx_ready() {
+        if watched && pnic.rx_ready() {
             self.dp.stats.pnic_ring_wakeups += 1;
             return Ok((epoll_wait(&self.ep, events, 0)?, true));
         }
-        // The epoll descriptor, then every receive queue of the port.
-        let mut fds = Vec::with_capacity(1 + pvnet_pnic::MAX_QUEUES as usize);
+        // The epoll descriptor, every receive queue of the port while it is watched, and its
+        // transmit socket while frames wait for it.
+        let mut fds = Vec::with_capacity(2 + pvnet_pnic::MAX_QUEUES as usize);
         fds.push(PollFd::new(self.ep.0.as_fd(), PollFlags::POLLIN));
-        fds.extend(pnic.rx_fds().map(|fd| PollFd::new(fd, PollFlags::POLLIN)));
+        if watched {
+            fds.extend(pnic.rx_fds().map(|fd| PollFd::new(fd, PollFlags::POLLIN)));
+        }
+        let rx_fds = fds.len();
+        if tx_writable {
+            fds.push(PollFd::new(pnic.tx_fd(), PollFlags::POLLOUT));
+        }
         match poll(
             &mut fds,
             PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
@@ -979,7 +997,7 @@ impl Daemon {
             Err(e) => return Err(e.into()),
         }
         let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
-        let (ep_ready, pnic_ready) = (ready(&fds[0]), fds[1..].iter().any(ready));
+        let (ep_ready, pnic_ready) = (ready(&fds[0]), fds[1..rx_fds].iter().any(ready));
         self.dp.stats.pnic_woken += u64::from(pnic_ready);
         let n = if ep_ready {
             epoll_wait(&self.ep, events, 0)?
@@ -1001,6 +1019,9 @@ impl Daemon {
         };
         let (n, pnic_ready) = self.wait_events(&mut events, timeout)?;
         self.dp.tick();
+        if self.dp.tx_backlog_wait().is_some() {
+            self.dp.tx_drain();
+        }
         self.dispatch_all(&events[..n])?;
         // NAPI: a poll that used its whole budget is rescheduled without sleeping.
         let mut more = pnic_ready && self.dp.phy_poll();
@@ -1373,6 +1394,8 @@ impl Daemon {
                 went += 1;
             }
         }
+        // Frames the old port had not taken yet go with it, as a NIC's queue does.
+        dropped += self.dp.tx_backlog_len() as u64;
         let fresh = new_datapath(&self.cfg)?;
         // The old path's descriptors close here (epoll forgets them with their last close).
         drop(std::mem::replace(&mut self.dp, fresh));
@@ -1687,7 +1710,7 @@ impl Daemon {
                 "rx_gso": s.rx_gso, "rx_max_frame": s.rx_max_frame, "gro": gro,
                 "rx_leased": s.rx_leased, "rx_lease_copies": s.rx_lease_copies,
                 "rx_leases_outstanding": s.rx_leases_outstanding,
-                "tx_frames": s.tx_frames, "tx_bytes": s.tx_bytes, "tx_would_block": s.tx_would_block,
+                "tx_frames": s.tx_frames, "tx_bytes": s.tx_bytes, "tx_would_block": s.tx_would_block, "tx_sndbuf": s.tx_sndbuf,
                 "tx_errors": s.tx_errors, "kernel_packets": s.tp_packets, "kernel_drops": s.tp_drops,
                 "ring": if p.blocks().is_some() { "v3" } else { "v2" },
                 "queues": p.queue_count(),

@@ -81,6 +81,13 @@ enum Cmd {
         /// from waiting on memory (docs/ring-prefetch.md).
         #[arg(long, default_value_t = pvnet_pnic::DEFAULT_PREFETCH)]
         ring_prefetch: u32,
+        /// The physical port's transmit buffer, KiB (4 to 65536): what the driver domain may
+        /// have in flight towards the wire. When it is full the port holds the frames it
+        /// refused and stops taking the guests' TX requests until it has sent them, so their
+        /// frontends hold their packets back: nothing is dropped (`stat`: `pnic.tx_would_block`,
+        /// `daemon.pnic_tx_deferred`).
+        #[arg(long, default_value_t = config::DEFAULT_PORT_TX_BUFFER_KIB)]
+        port_tx_buffer_kib: u32,
         /// MTU of the wire, the physical port, the driver domain's stack and the guests'
         /// interfaces, 1280 to 65535 (a TAP takes at most 65521: the PV modes stop there).
         /// The packet ring's slots, and what netback accepts from a guest, follow it.
@@ -617,6 +624,7 @@ fn run(cli: Cli) -> Result<()> {
             ring_frames,
             port_queues,
             ring_prefetch,
+            port_tx_buffer_kib,
             mtu,
             attach,
             foreground,
@@ -677,6 +685,7 @@ fn run(cli: Cli) -> Result<()> {
                 None => config::default_port_queues(guests + attach + hvm, port_frames, port_ring),
             };
             let ring_prefetch = config::check_ring_prefetch(ring_prefetch)?;
+            let port_tx_buffer_kib = config::check_port_tx_buffer_kib(port_tx_buffer_kib)?;
             let rules = rules.as_deref().map(read_rules).transpose()?;
             let v3_block_kib = port_ring_block_kib
                 .map(|k| config::check_v3_block_kib(k, port_ring))
@@ -704,6 +713,7 @@ fn run(cli: Cli) -> Result<()> {
                 port_ring,
                 port_queues,
                 ring_prefetch,
+                port_tx_buffer_kib,
                 v3_block_kib,
                 switch,
                 rules,
