@@ -43,7 +43,7 @@ use crate::config::Mode;
 use crate::rundir::RunInfo;
 
 /// The consolidation workloads.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scenario {
     /// Guest 0 receives a stream and serves TCP_RR, alone and beside a guest that burns the
