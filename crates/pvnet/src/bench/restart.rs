@@ -25,7 +25,7 @@
 //! the restarts intact (no byte lost from the guests' point of view). See docs/restart.md.
 
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use pvnet_testbed::Netns;
@@ -36,7 +36,7 @@ use super::configs::{self, RX_CPU, TX_CPU};
 use super::measure::{self, Sample, PORT};
 use super::progress::Progress;
 use super::report::{fmt, Table};
-use super::scenario::{loadavg, median};
+use super::scenario::{loadavg, median, repetitions, write_run, Started};
 use super::{interrupt, machine, testbed};
 use crate::admin;
 use crate::config::Mode;
@@ -281,39 +281,20 @@ impl RestartRun {
 /// Runs the restart scenario over `configs` and writes `scenario-restart.md` and `.json` to
 /// `out`.
 pub fn run(configs: Vec<String>, params: Params, out: &Path) -> Result<RestartRun> {
-    let started = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let loadavg_start = loadavg();
-    let t0 = Instant::now();
-    let steps: Vec<(usize, &String)> = (1..=params.reps)
-        .flat_map(|r| configs.iter().map(move |c| (r, c)))
-        .collect();
-    let progress = Progress::new(vec![params.planned(); steps.len()]);
-    let mut samples = Vec::with_capacity(steps.len());
-    for (rep, c) in steps {
-        progress.step(&format!(
-            "restart scenario, {c}, repetition {rep}/{}",
-            params.reps
-        ));
-        let r = run_one(c, rep, &params, &progress);
-        progress.step_done();
-        match r {
-            Ok(s) => samples.push(s),
-            Err(e) => {
-                progress.finish();
-                return Err(e);
-            }
-        }
-    }
-    progress.finish();
+    let started = Started::now();
+    let samples = repetitions(
+        "restart",
+        &configs,
+        params.reps,
+        params.planned(),
+        |c, rep, pr| run_one(c, rep, &params, pr),
+    )?;
     let run = RestartRun {
         scenario: "restart",
-        started_utc: machine::utc(started).0,
+        started_utc: started.utc.clone(),
         revision: machine::REVISION.to_string(),
-        wall_seconds: t0.elapsed().as_secs_f64(),
-        loadavg_start,
+        wall_seconds: started.seconds(),
+        loadavg_start: started.loadavg,
         loadavg_end: loadavg(),
         params,
         configs,
@@ -322,20 +303,14 @@ pub fn run(configs: Vec<String>, params: Params, out: &Path) -> Result<RestartRu
     let table = table(&run);
     println!("{}", table.text());
     println!("{}", verdicts(&run));
-    let w = |file: &str, text: &str| {
-        let p = out.join(file);
-        std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))
-    };
-    w("scenario-restart.md", &markdown(&run, &table))?;
-    w(
-        "scenario-restart.json",
-        &serde_json::to_string_pretty(&run)?,
-    )?;
-    eprintln!(
-        "pvnet bench: {:.0} s; wrote {}/scenario-restart.md and scenario-restart.json",
+    let json = serde_json::to_string_pretty(&run)?;
+    write_run(
+        out,
+        "restart",
+        &markdown(&run, &table),
+        &json,
         run.wall_seconds,
-        out.display()
-    );
+    )?;
     Ok(run)
 }
 
@@ -470,6 +445,42 @@ fn stream_cmd(
     c
 }
 
+/// Runs `cmds` (a leg's senders) to their ends, with `p.restarts` restarts spread over them
+/// when `with`: their outputs, the restarts made, and why the restarts stopped early if they did.
+fn senders_through_restarts(
+    cmds: &mut [std::process::Command],
+    what: &str,
+    info: &RunInfo,
+    p: &Params,
+    with: bool,
+) -> Result<(Vec<std::process::Output>, Vec<Restart>, Option<String>)> {
+    let (mut done, mut err) = (Vec::new(), None);
+    let outs = child::outputs_started(
+        cmds,
+        what,
+        Duration::from_secs_f64(p.stream_seconds + 60.0),
+        |pids| {
+            if with {
+                (done, err) =
+                    restarts_during(&info.id, pids, Instant::now(), p.stream_seconds, p.restarts);
+            }
+            Ok(())
+        },
+        || Ok(()),
+    )?;
+    Ok((outs, done, err))
+}
+
+/// The progress line of a leg of `what`, with or without restarts.
+fn leg_phase(progress: &Progress, p: &Params, what: &str, with: bool) {
+    let label = if with {
+        format!("{what} through {} restarts", p.restarts)
+    } else {
+        format!("{what}, no restart")
+    };
+    progress.phase(&label, p.stream_seconds);
+}
+
 /// A TCP leg: a verified stream into guest 0 and one out of guest 1 at once, with
 /// `p.restarts` restarts during them when `with`.
 fn tcp_leg(info: &RunInfo, p: &Params, with: bool, progress: &Progress) -> Result<TcpLeg> {
@@ -481,45 +492,26 @@ fn tcp_leg(info: &RunInfo, p: &Params, with: bool, progress: &Progress) -> Resul
     measure::wait_listening_on(&g0, &mut into, PORT)?;
     let mut out = measure::start_builtin_server_on(&exe, &remote, TX_CPU, OUT_PORT, true)?;
     measure::wait_listening_on(&remote, &mut out, OUT_PORT)?;
-    progress.phase(
-        &if with {
-            format!("two TCP streams through {} restarts", p.restarts)
-        } else {
-            "two TCP streams, no restart".to_string()
-        },
-        p.stream_seconds,
-    );
-    let before = (retrans_segs(&remote)?, retrans_segs(&g1)?);
+    leg_phase(progress, p, "two TCP streams", with);
+    // Each stream's sender's namespace, whose retransmissions are its stream's.
+    let senders = [("remote→g0", &remote), ("g1→remote", &g1)];
+    let before = senders.map(|(_, ns)| retrans_segs(ns));
     let mut cmds = [
         stream_cmd(&exe, &remote, TX_CPU, &info.guest_addrs[0], PORT, p),
         stream_cmd(&exe, &g1, RX_CPU, &info.remote_addr, OUT_PORT, p),
     ];
-    let mut leg = TcpLeg::default();
-    let outs = child::outputs_started(
-        &mut cmds,
-        "the TCP stream senders",
-        Duration::from_secs_f64(p.stream_seconds + 60.0),
-        |pids| {
-            if with {
-                let (done, err) =
-                    restarts_during(&info.id, pids, Instant::now(), p.stream_seconds, p.restarts);
-                leg.restarts = done;
-                leg.errors.extend(err);
-            }
-            Ok(())
-        },
-        || Ok(()),
-    )?;
+    let (outs, restarts, err) =
+        senders_through_restarts(&mut cmds, "the TCP stream senders", info, p, with)?;
+    let mut leg = TcpLeg {
+        restarts,
+        errors: err.into_iter().collect(),
+        ..TcpLeg::default()
+    };
     drop((into, out));
-    let after = (retrans_segs(&remote)?, retrans_segs(&g1)?);
-    for (i, (name, o)) in ["remote→g0", "g1→remote"].iter().zip(&outs).enumerate() {
+    for (((name, ns), o), b) in senders.iter().zip(&outs).zip(before) {
         let mut s = Sample::default();
         measure::parse_builtin_stream(o, &mut s);
-        let (b, a) = if i == 0 {
-            (before.0, after.0)
-        } else {
-            (before.1, after.1)
-        };
+        let (b, a) = (b?, retrans_segs(ns)?);
         leg.flows.push(Flow {
             flow: name.to_string(),
             bytes: s.bytes,
@@ -541,14 +533,7 @@ fn udp_leg(info: &RunInfo, p: &Params, with: bool, progress: &Progress) -> Resul
     let remote = Netns::open(&info.remote_ns)?;
     let mut server = measure::start_builtin_server_on(&exe, &g0, RX_CPU, UDP_PORT, true)?;
     measure::wait_listening_on(&g0, &mut server, UDP_PORT)?;
-    progress.phase(
-        &if with {
-            format!("paced UDP into guest 0 through {} restarts", p.restarts)
-        } else {
-            "paced UDP into guest 0, no restart".to_string()
-        },
-        p.stream_seconds,
-    );
+    leg_phase(progress, p, "paced UDP into guest 0", with);
     let mut cmd = [child::pinned(remote.command(&exe), TX_CPU)];
     cmd[0].args([
         "perf",
@@ -563,22 +548,13 @@ fn udp_leg(info: &RunInfo, p: &Params, with: bool, progress: &Progress) -> Resul
         "--duration",
         &p.stream_seconds.to_string(),
     ]);
-    let mut leg = UdpLeg::default();
-    let outs = child::outputs_started(
-        &mut cmd,
-        "the UDP sender",
-        Duration::from_secs_f64(p.stream_seconds + 60.0),
-        |pids| {
-            if with {
-                let (done, err) =
-                    restarts_during(&info.id, pids, Instant::now(), p.stream_seconds, p.restarts);
-                leg.restarts = done;
-                leg.errors.extend(err);
-            }
-            Ok(())
-        },
-        || Ok(()),
-    )?;
+    let (outs, restarts, err) =
+        senders_through_restarts(&mut cmd, "the UDP sender", info, p, with)?;
+    let mut leg = UdpLeg {
+        restarts,
+        errors: err.into_iter().collect(),
+        ..UdpLeg::default()
+    };
     drop(server);
     let o = &outs[0];
     match serde_json::from_slice::<pvnet_perf::udp::UdpOutcome>(&o.stdout) {

@@ -214,26 +214,52 @@ pub(super) fn loadavg() -> String {
         .unwrap_or_default()
 }
 
-/// Runs `params.scenario` over `configs` and writes `scenario-NAME.md` and `.json` to `out`.
-pub fn run(configs: Vec<String>, params: Params, out: &Path) -> Result<ScenarioRun> {
-    let started = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let loadavg_start = loadavg();
-    let t0 = Instant::now();
-    let steps: Vec<(usize, &String)> = (1..=params.reps)
+/// When a scenario run started, and the machine's load then.
+pub(super) struct Started {
+    pub utc: String,
+    pub loadavg: String,
+    t0: Instant,
+}
+
+impl Started {
+    pub(super) fn now() -> Started {
+        let unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        Started {
+            utc: machine::utc(unix).0,
+            loadavg: loadavg(),
+            t0: Instant::now(),
+        }
+    }
+
+    /// Seconds since.
+    pub(super) fn seconds(&self) -> f64 {
+        self.t0.elapsed().as_secs_f64()
+    }
+}
+
+/// Runs `one` for every configuration in every repetition, interleaved (A B, A B, ...), with
+/// a progress line naming `scenario` and `planned` seconds of measurement per step. Stops at
+/// the first error.
+pub(super) fn repetitions<S>(
+    scenario: &str,
+    configs: &[String],
+    reps: usize,
+    planned: f64,
+    mut one: impl FnMut(&str, usize, &Progress) -> Result<S>,
+) -> Result<Vec<S>> {
+    let steps: Vec<(usize, &String)> = (1..=reps)
         .flat_map(|r| configs.iter().map(move |c| (r, c)))
         .collect();
-    let progress = Progress::new(vec![params.planned(); steps.len()]);
+    let progress = Progress::new(vec![planned; steps.len()]);
     let mut samples = Vec::with_capacity(steps.len());
     for (rep, c) in steps {
         progress.step(&format!(
-            "{} scenario, {c}, repetition {rep}/{}",
-            params.scenario.name(),
-            params.reps
+            "{scenario} scenario, {c}, repetition {rep}/{reps}"
         ));
-        let r = run_one(c, rep, &params, &progress);
+        let r = one(c, rep, &progress);
         progress.step_done();
         match r {
             Ok(s) => samples.push(s),
@@ -244,12 +270,39 @@ pub fn run(configs: Vec<String>, params: Params, out: &Path) -> Result<ScenarioR
         }
     }
     progress.finish();
+    Ok(samples)
+}
+
+/// Writes `scenario-NAME.md` and `scenario-NAME.json` to `out` and says so.
+pub(super) fn write_run(out: &Path, name: &str, md: &str, json: &str, seconds: f64) -> Result<()> {
+    for (ext, text) in [("md", md), ("json", json)] {
+        let p = out.join(format!("scenario-{name}.{ext}"));
+        std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
+    }
+    eprintln!(
+        "pvnet bench: {seconds:.0} s; wrote {}/scenario-{name}.md and scenario-{name}.json",
+        out.display()
+    );
+    Ok(())
+}
+
+/// Runs `params.scenario` over `configs` and writes `scenario-NAME.md` and `.json` to `out`.
+pub fn run(configs: Vec<String>, params: Params, out: &Path) -> Result<ScenarioRun> {
+    let started = Started::now();
+    let name = params.scenario.name();
+    let samples = repetitions(
+        name,
+        &configs,
+        params.reps,
+        params.planned(),
+        |c, rep, pr| run_one(c, rep, &params, pr),
+    )?;
     let run = ScenarioRun {
         scenario: params.scenario,
-        started_utc: machine::utc(started).0,
+        started_utc: started.utc.clone(),
         revision: machine::REVISION.to_string(),
-        wall_seconds: t0.elapsed().as_secs_f64(),
-        loadavg_start,
+        wall_seconds: started.seconds(),
+        loadavg_start: started.loadavg,
         loadavg_end: loadavg(),
         params,
         configs,
@@ -257,22 +310,8 @@ pub fn run(configs: Vec<String>, params: Params, out: &Path) -> Result<ScenarioR
     };
     let table = table(&run);
     println!("{}", table.text());
-    let name = run.scenario.name();
-    let md = markdown(&run, &table);
-    let w = |file: String, text: &str| {
-        let p = out.join(file);
-        std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))
-    };
-    w(format!("scenario-{name}.md"), &md)?;
-    w(
-        format!("scenario-{name}.json"),
-        &serde_json::to_string_pretty(&run)?,
-    )?;
-    eprintln!(
-        "pvnet bench: {:.0} s; wrote {}/scenario-{name}.md and scenario-{name}.json",
-        run.wall_seconds,
-        out.display()
-    );
+    let json = serde_json::to_string_pretty(&run)?;
+    write_run(out, name, &markdown(&run, &table), &json, run.wall_seconds)?;
     Ok(run)
 }
 
