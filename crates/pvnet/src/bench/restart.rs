@@ -36,7 +36,7 @@ use super::configs::{self, RX_CPU, TX_CPU};
 use super::measure::{self, Sample, PORT};
 use super::progress::Progress;
 use super::report::{fmt, Table};
-use super::scenario::{loadavg, median, repetitions, write_run, Started};
+use super::scenario::{loadavg, median, push_errors, repetitions, write_run, Started};
 use super::{interrupt, machine, testbed};
 use crate::admin;
 use crate::config::Mode;
@@ -818,11 +818,7 @@ pub fn markdown(run: &RestartRun, table: &Table) -> String {
             (x.all_errors().into_iter()).map(move |e| format!("- {} rep {}: {e}", x.config, x.rep))
         })
         .collect();
-    if !errors.is_empty() {
-        s.push_str("\n## Errors\n\n");
-        s.push_str(&errors.join("\n"));
-        s.push('\n');
-    }
+    push_errors(&mut s, &errors);
     s
 }
 

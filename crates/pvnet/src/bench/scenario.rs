@@ -763,12 +763,17 @@ pub fn markdown(run: &ScenarioRun, table: &Table) -> String {
                 .map(move |(l, e)| format!("- {} rep {} ({l}): {e}", x.config, x.rep))
         })
         .collect();
-    if !errors.is_empty() {
-        s.push_str("\n## Errors\n\n");
-        s.push_str(&errors.join("\n"));
-        s.push('\n');
-    }
+    push_errors(&mut s, &errors);
     s
+}
+
+/// Appends an "Errors" section listing `errors` to a scenario's markdown (nothing when none).
+pub(super) fn push_errors(md: &mut String, errors: &[String]) {
+    if !errors.is_empty() {
+        md.push_str("\n## Errors\n\n");
+        md.push_str(&errors.join("\n"));
+        md.push('\n');
+    }
 }
 
 #[cfg(test)]
