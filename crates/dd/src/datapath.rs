@@ -481,7 +481,7 @@ pub struct VifEvents {
     /// Notifications those wakes collected (an eventfd counts them).
     pub notifications: u64,
     /// Polls that found nothing to do: no TX request, no RX buffer that a queued packet
-    /// could use.
+    /// could use (a poll whose TX requests wait for the physical port is not one).
     pub idle_polls: u64,
 }
 
@@ -1423,7 +1423,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             let r = nb.tx_poll(budget, |p| out.push((vif_port(dom), p)));
             v.tx_more = !held && r.as_ref().is_ok_and(|&n| n >= tx_budget);
             let r = r.and_then(|tx| nb.rx_flush().map(|rx| tx + rx));
-            if r == Ok(0) {
+            if r == Ok(0) && !held {
                 v.events.idle_polls += 1;
             }
             self.stats.stages.netback_ticks += self.clock.ticks().wrapping_sub(t);
@@ -1545,7 +1545,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             );
             v.tx_more = !held && r.as_ref().is_ok_and(|&n| n >= tx_budget);
             let r = r.and_then(|tx| v.netback.rx_flush().map(|rx| tx + rx));
-            if r == Ok(0) {
+            if r == Ok(0) && !held {
                 v.events.idle_polls += 1;
             }
             r

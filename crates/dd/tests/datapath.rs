@@ -188,6 +188,11 @@ fn a_full_port_holds_the_guests_frames_back_and_loses_none() {
     dp.vif_event(g[0].dom);
     assert_eq!(dp.vif_stats(g[0].dom).unwrap().tx_packets, 16);
     assert_eq!(dp.stats.tx_polls_held, 2);
+    assert_eq!(
+        dp.vif_events(g[0].dom).unwrap().idle_polls,
+        0,
+        "held, not idle"
+    );
     assert!(!dp.has_tx_more(), "a held guest is not polled in a loop");
     // The device's queue is full instead: nothing to wait on but time.
     dp.phy_mut().unwrap().tx_full = Some(TxRefused::Busy);
