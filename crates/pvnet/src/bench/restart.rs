@@ -36,8 +36,8 @@ use super::configs::{self, RX_CPU, TX_CPU};
 use super::measure::{self, Sample, PORT};
 use super::progress::Progress;
 use super::report::{fmt, Table};
-use super::scenario::{loadavg, median, push_errors, repetitions, write_run, Started};
-use super::{interrupt, machine, testbed};
+use super::scenario::{median, push_errors, repetitions, write_run, RunHeader, Started};
+use super::{interrupt, testbed};
 use crate::admin;
 use crate::config::Mode;
 use crate::rundir::RunInfo;
@@ -229,11 +229,8 @@ impl Params {
 #[derive(Clone, Debug, Serialize)]
 pub struct RestartRun {
     pub scenario: &'static str,
-    pub started_utc: String,
-    pub revision: String,
-    pub wall_seconds: f64,
-    pub loadavg_start: String,
-    pub loadavg_end: String,
+    #[serde(flatten)]
+    pub header: RunHeader,
     pub params: Params,
     pub configs: Vec<String>,
     pub samples: Vec<RestartSample>,
@@ -291,11 +288,7 @@ pub fn run(configs: Vec<String>, params: Params, out: &Path) -> Result<RestartRu
     )?;
     let run = RestartRun {
         scenario: "restart",
-        started_utc: started.utc.clone(),
-        revision: machine::REVISION.to_string(),
-        wall_seconds: started.seconds(),
-        loadavg_start: started.loadavg,
-        loadavg_end: loadavg(),
+        header: started.finish(),
         params,
         configs,
         samples,
@@ -309,7 +302,7 @@ pub fn run(configs: Vec<String>, params: Params, out: &Path) -> Result<RestartRu
         "restart",
         &markdown(&run, &table),
         &json,
-        run.wall_seconds,
+        run.header.wall_seconds,
     )?;
     Ok(run)
 }
@@ -787,12 +780,8 @@ pub fn verdicts(run: &RestartRun) -> String {
 pub fn markdown(run: &RestartRun, table: &Table) -> String {
     let p = &run.params;
     let mut s = format!(
-        "# pvnet bench --scenario restart\n\n- started {} (revision {}), {:.0} s\n- load average (1, 5, 15 min) at the start: {}; at the end: {}\n- configurations: {}; {} repetition(s) of each, interleaved, each on a fresh two-guest testbed\n- per repetition: {} restarts idle; a verified TCP stream into guest 0 and one out of guest 1 ({}-byte sends) for {} s, without restarts and with {} spread over it; paced UDP into guest 0 ({} datagrams of {} bytes a second) for {} s, without and with {} restarts; the legs without and with restarts alternate which goes first\n- each restart is `pvnet restart-dd`'s, waited for until every frontend has reconnected; the reconnection counts from the restart's start to the last vif's reconnection\n- receiving CPU {RX_CPU}: driver domain, both guests, the stream out of guest 1; CPU {TX_CPU}: the remote host's senders and receiver\n\n{}\n{}\n",
-        run.started_utc,
-        run.revision,
-        run.wall_seconds,
-        run.loadavg_start,
-        run.loadavg_end,
+        "# pvnet bench --scenario restart\n\n{}- configurations: {}; {} repetition(s) of each, interleaved, each on a fresh two-guest testbed\n- per repetition: {} restarts idle; a verified TCP stream into guest 0 and one out of guest 1 ({}-byte sends) for {} s, without restarts and with {} spread over it; paced UDP into guest 0 ({} datagrams of {} bytes a second) for {} s, without and with {} restarts; the legs without and with restarts alternate which goes first\n- each restart is `pvnet restart-dd`'s, waited for until every frontend has reconnected; the reconnection counts from the restart's start to the last vif's reconnection\n- receiving CPU {RX_CPU}: driver domain, both guests, the stream out of guest 1; CPU {TX_CPU}: the remote host's senders and receiver\n\n{}\n{}\n",
+        run.header.markdown(),
         (run.configs.iter())
             .map(|c| format!("`{c}` ({})", configs::describe(c)))
             .collect::<Vec<_>>()
@@ -938,11 +927,7 @@ mod tests {
     fn run_of(samples: Vec<RestartSample>) -> RestartRun {
         RestartRun {
             scenario: "restart",
-            started_utc: String::new(),
-            revision: String::new(),
-            wall_seconds: 0.0,
-            loadavg_start: String::new(),
-            loadavg_end: String::new(),
+            header: RunHeader::default(),
             params: Params {
                 reps: 2,
                 stream_seconds: 1.0,

@@ -184,12 +184,8 @@ impl Params {
 #[derive(Clone, Debug, Serialize)]
 pub struct ScenarioRun {
     pub scenario: Scenario,
-    pub started_utc: String,
-    pub revision: String,
-    pub wall_seconds: f64,
-    /// `/proc/loadavg` at the start and the end: the machine is shared.
-    pub loadavg_start: String,
-    pub loadavg_end: String,
+    #[serde(flatten)]
+    pub header: RunHeader,
     pub params: Params,
     pub configs: Vec<String>,
     pub samples: Vec<ScenarioSample>,
@@ -214,6 +210,28 @@ pub(super) fn loadavg() -> String {
         .unwrap_or_default()
 }
 
+/// When a scenario run ran, from which code, and how loaded the shared machine was: the first
+/// fields of every `scenario-NAME.json`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RunHeader {
+    pub started_utc: String,
+    pub revision: String,
+    pub wall_seconds: f64,
+    /// `/proc/loadavg` at the start and the end: the machine is shared.
+    pub loadavg_start: String,
+    pub loadavg_end: String,
+}
+
+impl RunHeader {
+    /// The first two lines of a scenario's markdown report.
+    pub(super) fn markdown(&self) -> String {
+        format!(
+            "- started {} (revision {}), {:.0} s\n- load average (1, 5, 15 min) at the start: {}; at the end: {}\n",
+            self.started_utc, self.revision, self.wall_seconds, self.loadavg_start, self.loadavg_end
+        )
+    }
+}
+
 /// When a scenario run started, and the machine's load then.
 pub(super) struct Started {
     pub utc: String,
@@ -234,9 +252,15 @@ impl Started {
         }
     }
 
-    /// Seconds since.
-    pub(super) fn seconds(&self) -> f64 {
-        self.t0.elapsed().as_secs_f64()
+    /// The run's header, now that it is over.
+    pub(super) fn finish(self) -> RunHeader {
+        RunHeader {
+            started_utc: self.utc,
+            revision: machine::REVISION.to_string(),
+            wall_seconds: self.t0.elapsed().as_secs_f64(),
+            loadavg_start: self.loadavg,
+            loadavg_end: loadavg(),
+        }
     }
 }
 
@@ -299,11 +323,7 @@ pub fn run(configs: Vec<String>, params: Params, out: &Path) -> Result<ScenarioR
     )?;
     let run = ScenarioRun {
         scenario: params.scenario,
-        started_utc: started.utc.clone(),
-        revision: machine::REVISION.to_string(),
-        wall_seconds: started.seconds(),
-        loadavg_start: started.loadavg,
-        loadavg_end: loadavg(),
+        header: started.finish(),
         params,
         configs,
         samples,
@@ -311,7 +331,13 @@ pub fn run(configs: Vec<String>, params: Params, out: &Path) -> Result<ScenarioR
     let table = table(&run);
     println!("{}", table.text());
     let json = serde_json::to_string_pretty(&run)?;
-    write_run(out, name, &markdown(&run, &table), &json, run.wall_seconds)?;
+    write_run(
+        out,
+        name,
+        &markdown(&run, &table),
+        &json,
+        run.header.wall_seconds,
+    )?;
     Ok(run)
 }
 
@@ -729,13 +755,9 @@ pub fn table(run: &ScenarioRun) -> Table {
 pub fn markdown(run: &ScenarioRun, table: &Table) -> String {
     let p = &run.params;
     let mut s = format!(
-        "# pvnet bench --scenario {}\n\n- started {} (revision {}), {:.0} s\n- load average (1, 5, 15 min) at the start: {}; at the end: {}\n- configurations: {}; {} repetition(s) of each, interleaved, each on a fresh two-guest testbed, the quiet and loaded legs alternating which goes first\n",
+        "# pvnet bench --scenario {}\n\n{}- configurations: {}; {} repetition(s) of each, interleaved, each on a fresh two-guest testbed, the quiet and loaded legs alternating which goes first\n",
         p.scenario.name(),
-        run.started_utc,
-        run.revision,
-        run.wall_seconds,
-        run.loadavg_start,
-        run.loadavg_end,
+        run.header.markdown(),
         (run.configs.iter())
             .map(|c| format!("`{c}` ({})", configs::describe(c)))
             .collect::<Vec<_>>()
@@ -852,11 +874,7 @@ mod tests {
     fn run_of(scenario: Scenario, samples: Vec<ScenarioSample>) -> ScenarioRun {
         ScenarioRun {
             scenario,
-            started_utc: String::new(),
-            revision: String::new(),
-            wall_seconds: 0.0,
-            loadavg_start: String::new(),
-            loadavg_end: String::new(),
+            header: RunHeader::default(),
             params: Params {
                 scenario,
                 reps: 3,
