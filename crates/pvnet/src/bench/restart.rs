@@ -57,6 +57,10 @@ pub const UDP_PPS: u64 = 2000;
 /// The goal for a reconnection (issue 22): under one second from the restart's start.
 pub const GOAL_RECONNECT_MS: f64 = 1000.0;
 
+/// How long the account at the end of a repetition waits for the frontends to report their
+/// counters (they do every half second).
+const FRONTEND_REPORT_WAIT: Duration = Duration::from_secs(3);
+
 /// Ports of the stream out of guest 1 (the remote host receives) and of the UDP stream.
 const OUT_PORT: u16 = PORT + 1;
 const UDP_PORT: u16 = PORT + 2;
@@ -572,8 +576,20 @@ fn udp_leg(info: &RunInfo, p: &Params, with: bool, progress: &Progress) -> Resul
 /// The daemon's account at the end of a repetition: every restart counted, two reconnections
 /// for each, and the frontends' counters.
 fn account(info: &RunInfo, s: &mut RestartSample) -> Result<()> {
-    let st = admin::stat(&info.id)?;
     let u = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    // The frontends report their counters to the daemon every half second or so (later on a
+    // busy CPU): wait until they have reported the last reconnection.
+    let deadline = Instant::now() + FRONTEND_REPORT_WAIT;
+    let st = loop {
+        let st = admin::stat(&info.id)?;
+        let vifs = st["vifs"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let reported: u64 = vifs.iter().map(|v| u(&v["netfront"]["reconnects"])).sum();
+        if reported >= u(&st["restart"]["reconnections"]) || Instant::now() > deadline {
+            break st;
+        }
+        interrupt::check()?;
+        std::thread::sleep(Duration::from_millis(50));
+    };
     s.restarts_counted = u(&st["restart"]["restarts"]);
     s.reconnections_counted = u(&st["restart"]["reconnections"]);
     let made =
@@ -597,6 +613,14 @@ fn account(info: &RunInfo, s: &mut RestartSample) -> Result<()> {
             s.errors
                 .push(format!("vif {} ended {}", v["domid"], v["state"]));
         }
+    }
+    if s.frontends.reconnects != s.reconnections_counted {
+        s.errors.push(format!(
+            "the frontends report {} reconnections, the daemon counts {} ({} s after the last)",
+            s.frontends.reconnects,
+            s.reconnections_counted,
+            FRONTEND_REPORT_WAIT.as_secs()
+        ));
     }
     Ok(())
 }
