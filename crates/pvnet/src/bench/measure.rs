@@ -340,21 +340,15 @@ fn measure(
         }
         servers.push(server);
         senders.push(match p.tool {
-            Tool::Builtin => {
-                let mut c = child::pinned(snd_ns.command(&exe), snd_cpu);
-                c.args([
-                    "perf",
-                    "stream",
-                    &dst,
-                    "--port",
-                    &port.to_string(),
-                    "--duration",
-                    &p.stream_seconds.to_string(),
-                    "--msg-size",
-                    &p.msg_size.to_string(),
-                ]);
-                c
-            }
+            Tool::Builtin => builtin_stream_cmd(
+                &exe,
+                snd_ns,
+                snd_cpu,
+                &dst,
+                port,
+                p.stream_seconds,
+                p.msg_size,
+            ),
             Tool::Iperf3 => {
                 let mut c = child::pinned(snd_ns.command("iperf3"), snd_cpu);
                 c.args([
@@ -802,6 +796,32 @@ pub fn jain(x: &[f64]) -> f64 {
 }
 
 /// The built-in receiver on the receiving CPU: for one connection (`once`), or until dropped.
+/// `pvnet perf stream` from namespace `from`, pinned to `cpu`, to `to`:`port` for `seconds`
+/// in `msg_size`-byte sends (every byte verified by the receiver).
+pub fn builtin_stream_cmd(
+    exe: &Path,
+    from: &Netns,
+    cpu: usize,
+    to: &str,
+    port: u16,
+    seconds: f64,
+    msg_size: usize,
+) -> std::process::Command {
+    let mut c = child::pinned(from.command(exe), cpu);
+    c.args([
+        "perf",
+        "stream",
+        to,
+        "--port",
+        &port.to_string(),
+        "--duration",
+        &seconds.to_string(),
+        "--msg-size",
+        &msg_size.to_string(),
+    ]);
+    c
+}
+
 pub fn start_builtin_server(exe: &Path, rx: &Netns, cpu: usize, once: bool) -> Result<Guard> {
     start_builtin_server_on(exe, rx, cpu, PORT, once)
 }

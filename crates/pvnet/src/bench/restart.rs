@@ -36,7 +36,9 @@ use super::configs::{self, RX_CPU, TX_CPU};
 use super::measure::{self, Sample, PORT};
 use super::progress::Progress;
 use super::report::{fmt, Table};
-use super::scenario::{median, push_errors, repetitions, write_run, RunHeader, Started};
+use super::scenario::{
+    median, push_errors, repetitions, two_guests, write_run, RunHeader, Started,
+};
 use super::{interrupt, testbed};
 use crate::admin;
 use crate::config::Mode;
@@ -314,8 +316,7 @@ pub fn run(configs: Vec<String>, params: Params, out: &Path) -> Result<RestartRu
 /// One repetition of `config` on a fresh two-guest testbed.
 fn run_one(config: &str, rep: usize, p: &Params, progress: &Progress) -> Result<RestartSample> {
     let t0 = Instant::now();
-    let two = format!("{config}{}2", configs::GUESTS_SUFFIX);
-    let cfg = p.port.apply(configs::daemon_config(&two)?);
+    let (two, cfg) = two_guests(config, &p.port)?;
     let quiet_first = rep % 2 == 1;
     let (mut s, info) = testbed::with_testbed(&cfg, &two, progress, |info| {
         let mut s = RestartSample {
@@ -419,29 +420,6 @@ fn parse_retrans(snmp: &str) -> Option<u64> {
     values.split_whitespace().nth(i)?.parse().ok()
 }
 
-fn stream_cmd(
-    exe: &Path,
-    from: &Netns,
-    cpu: usize,
-    to: &str,
-    port: u16,
-    p: &Params,
-) -> std::process::Command {
-    let mut c = child::pinned(from.command(exe), cpu);
-    c.args([
-        "perf",
-        "stream",
-        to,
-        "--port",
-        &port.to_string(),
-        "--duration",
-        &p.stream_seconds.to_string(),
-        "--msg-size",
-        &p.msg_size.to_string(),
-    ]);
-    c
-}
-
 /// Runs `cmds` (a leg's senders) to their ends, with `p.restarts` restarts spread over them
 /// when `with`: their outputs, the restarts made, and why the restarts stopped early if they did.
 fn senders_through_restarts(
@@ -494,8 +472,24 @@ fn tcp_leg(info: &RunInfo, p: &Params, with: bool, progress: &Progress) -> Resul
     let senders = [("remote→g0", &remote), ("g1→remote", &g1)];
     let before = senders.map(|(_, ns)| retrans_segs(ns));
     let mut cmds = [
-        stream_cmd(&exe, &remote, TX_CPU, &info.guest_addrs[0], PORT, p),
-        stream_cmd(&exe, &g1, RX_CPU, &info.remote_addr, OUT_PORT, p),
+        measure::builtin_stream_cmd(
+            &exe,
+            &remote,
+            TX_CPU,
+            &info.guest_addrs[0],
+            PORT,
+            p.stream_seconds,
+            p.msg_size,
+        ),
+        measure::builtin_stream_cmd(
+            &exe,
+            &g1,
+            RX_CPU,
+            &info.remote_addr,
+            OUT_PORT,
+            p.stream_seconds,
+            p.msg_size,
+        ),
     ];
     let (outs, restarts, err) =
         senders_through_restarts(&mut cmds, "the TCP stream senders", info, p, with)?;

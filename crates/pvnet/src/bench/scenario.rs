@@ -341,11 +341,21 @@ pub fn run(configs: Vec<String>, params: Params, out: &Path) -> Result<ScenarioR
     Ok(run)
 }
 
+/// `config` as a testbed of two guests (`NAME/g2`) with the port's settings: its name and
+/// its daemon's configuration.
+pub(super) fn two_guests(
+    config: &str,
+    port: &configs::PortParams,
+) -> Result<(String, crate::config::DaemonConfig)> {
+    let two = format!("{config}{}2", configs::GUESTS_SUFFIX);
+    let cfg = port.apply(configs::daemon_config(&two)?);
+    Ok((two, cfg))
+}
+
 /// One repetition of `config` on a fresh two-guest testbed.
 fn run_one(config: &str, rep: usize, p: &Params, progress: &Progress) -> Result<ScenarioSample> {
     let t0 = Instant::now();
-    let two = format!("{config}{}2", configs::GUESTS_SUFFIX);
-    let cfg = p.port.apply(configs::daemon_config(&two)?);
+    let (two, cfg) = two_guests(config, &p.port)?;
     let quiet_first = rep % 2 == 1;
     let ((quiet, loaded), info) =
         testbed::with_testbed(&cfg, &two, progress, |info| match p.scenario {
@@ -414,6 +424,7 @@ fn cpu_shares(leg: &mut Leg, a: &cpu::CpuSample, b: &cpu::CpuSample, g0: &[i32],
     leg.guest1_cpu = (ns(g1) as f64 / total).min(1.0);
 }
 
+/// The remote host's stream into guest `to`.
 fn stream_cmd(
     exe: &Path,
     remote: &Netns,
@@ -421,19 +432,7 @@ fn stream_cmd(
     seconds: f64,
     msg_size: usize,
 ) -> std::process::Command {
-    let mut c = child::pinned(remote.command(exe), TX_CPU);
-    c.args([
-        "perf",
-        "stream",
-        to,
-        "--port",
-        &PORT.to_string(),
-        "--duration",
-        &seconds.to_string(),
-        "--msg-size",
-        &msg_size.to_string(),
-    ]);
-    c
+    measure::builtin_stream_cmd(exe, remote, TX_CPU, to, PORT, seconds, msg_size)
 }
 
 fn take_stream(leg: &mut Leg, out: &std::process::Output) {
