@@ -1,12 +1,15 @@
-//! `pvnet soak`: streams into N guests for a long time (one hour by default; outside CI) and
-//! samples the driver domain daemon's resident memory (`VmRSS`) and open descriptors
-//! (`/proc/PID/fd`) every interval, writing `soak.csv`, `soak.svg` and `soak.md`. It fails when
-//! either grows (see [`judge`]): a leak per packet, per connection or per stream would show as a
-//! slope over an hour of traffic.
+//! `pvnet soak`: streams into and out of N guests for a long time (one hour by default;
+//! outside CI) and samples the driver domain daemon's resident memory (`VmRSS`) and open
+//! descriptors (`/proc/PID/fd`) every interval, writing `soak.csv`, `soak.svg` and `soak.md`.
+//! It fails when either grows (see [`judge`]), when a stream fails or loses a byte, or when
+//! the daemon dropped frames on the way (see [`Drops`]): a leak per packet, per connection or
+//! per stream would show as a slope over an hour of traffic.
 //!
-//! Each guest receives one stream after another (`--stream-seconds` each, from its own sender
-//! on the remote host), so connections are opened and closed all the time and every byte is
-//! verified. The daemon is the only process sampled: the guests and the senders come and go.
+//! Each guest receives one stream after another from its own sender on the remote host and,
+//! with `--direction both` (the default) or `tx`, sends one stream after another to its own
+//! receiver there (`--stream-seconds` each), so connections are opened and closed all the time
+//! in both of the driver domain's paths, and every byte is verified. The daemon is the only
+//! process sampled: the guests and the senders come and go.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -16,11 +19,12 @@ use anyhow::{bail, Context, Result};
 use pvnet_testbed::Netns;
 use serde::Serialize;
 
-use super::child::{self, Guard};
+use super::child::Guard;
 use super::configs::{self, RX_CPU, TX_CPU};
 use super::measure::{self, PORT};
 use super::progress::Progress;
-use super::{interrupt, machine, testbed};
+use super::{interrupt, machine, testbed, Directions, DEFAULT_MSG_SIZE};
+use crate::admin;
 use crate::config::DaemonConfig;
 use crate::rundir::RunInfo;
 
@@ -41,6 +45,10 @@ pub struct SoakArgs {
     /// Seconds per stream; each guest gets the next one as soon as one ends.
     #[arg(long, default_value_t = 30.0)]
     pub stream_seconds: f64,
+    /// Which way the streams run: into the guests (`rx`), out of them (`tx`), or each guest
+    /// both at once (`both`: the driver domain's receive and transmit paths together).
+    #[arg(long, value_enum, default_value_t = Directions::Both)]
+    pub direction: Directions,
     /// Output directory (default `soak-out/<UTC date-time>`).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -69,15 +77,22 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// Streams finished so far in one direction, and their verified bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Tally {
+    pub streams: u64,
+    pub bytes: u64,
+}
+
 /// One sample of the daemon.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct SoakSample {
     pub t_s: f64,
     pub rss_kib: u64,
     pub fds: u64,
-    /// Streams finished so far, and their verified bytes.
-    pub streams: u64,
-    pub bytes: u64,
+    /// Into the guests, and out of them.
+    pub rx: Tally,
+    pub tx: Tally,
 }
 
 /// Whether the samples show growth. The first quarter of the run (at least the first sample)
@@ -165,13 +180,14 @@ pub fn run(args: SoakArgs) -> Result<()> {
     progress.step(&format!("soak, {name}"));
     let r = testbed::with_testbed(&cfg, &name, &progress, |info| soak(info, &args, &progress));
     progress.finish();
-    let (samples, _) = r?;
-    let verdict = judge(&samples);
-    write(&out, &args, &name, &cfg, started.utc, &samples, &verdict)?;
+    let (soaked, _) = r?;
+    let verdict = judge(&soaked.samples);
+    write(&out, &args, &name, &cfg, started.utc, &soaked, &verdict)?;
     eprintln!(
         "pvnet soak: wrote {0}/soak.csv, {0}/soak.svg, {0}/soak.md",
         out.display()
     );
+    println!("the daemon's drops: {}", soaked.drops.describe());
     let v = verdict?;
     println!(
         "daemon RSS (median, first and second half after warm-up): {:.0} KiB, {:.0} KiB; open descriptors (most): {}, {}",
@@ -208,83 +224,205 @@ fn testbed_config(args: &SoakArgs) -> Result<(String, DaemonConfig)> {
     Ok((name, cfg))
 }
 
-/// A stream running towards guest `i`.
-struct Running {
-    child: Child,
+/// The port of guest `i`'s receiver on the remote host, for its streams out.
+fn out_port(i: usize) -> u16 {
+    PORT + configs::MAX_GUESTS as u16 + i as u16
 }
 
-fn soak(info: &RunInfo, args: &SoakArgs, progress: &Progress) -> Result<Vec<SoakSample>> {
+/// One of a guest's streams: into it (`out` false) or out of it; `child` is its sender while
+/// one runs.
+struct Lane {
+    guest: usize,
+    out: bool,
+    child: Option<Child>,
+}
+
+/// What the daemon dropped on the way, from its `stat` at the end of the soak. The soak
+/// reports these rather than failing on them: a stream the guest's TCP recovered is intact,
+/// and the streams' verification is the soak's test of the bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Drops {
+    /// The port's kernel ring was full (frames from the remote host).
+    pub port_kernel: u64,
+    /// Frames the port refused for good, dropped past the wait queue's bound, or dropped by
+    /// its 100 ms watchdog.
+    pub port_send_errors: u64,
+    pub port_backlog_drops: u64,
+    pub port_backlog_timeouts: u64,
+    /// Frames the port refused for now and sent later (not drops), and the most that waited.
+    pub port_deferred: u64,
+    pub port_backlog_max: u64,
+    /// Packets for a guest dropped because its queue was full (slots or memory cap).
+    pub guest_queue_full: u64,
+}
+
+impl Drops {
+    fn from_stat(st: &serde_json::Value) -> Drops {
+        let u = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+        let d = &st["daemon"];
+        let vifs = st["vifs"].as_array().map(Vec::as_slice).unwrap_or_default();
+        Drops {
+            port_kernel: u(&st["pnic"]["kernel_drops"]),
+            port_send_errors: u(&d["pnic_send_errors"]),
+            port_backlog_drops: u(&d["pnic_tx_backlog_drops"]),
+            port_backlog_timeouts: u(&d["pnic_tx_backlog_timeouts"]),
+            port_deferred: u(&d["pnic_tx_deferred"]),
+            port_backlog_max: u(&d["pnic_tx_backlog_max"]),
+            guest_queue_full: vifs
+                .iter()
+                .map(|v| {
+                    u(&v["netback"]["rx_queue_full"]) + u(&v["netback"]["rx_queue_memory_full"])
+                })
+                .sum(),
+        }
+    }
+
+    /// One line for the report.
+    fn describe(&self) -> String {
+        format!(
+            "port: {} dropped by the kernel's ring, {} refused for good, {} past the wait queue, {} watchdog drops ({} refused for now and sent later, at most {} waiting); guests' queues full: {}",
+            self.port_kernel,
+            self.port_send_errors,
+            self.port_backlog_drops,
+            self.port_backlog_timeouts,
+            self.port_deferred,
+            self.port_backlog_max,
+            self.guest_queue_full
+        )
+    }
+}
+
+/// What a soak gives: the samples and the daemon's drops at the end.
+struct Soaked {
+    /// The testbed's `pvnet up` id (its namespaces are `pvnet-ID-*`).
+    run_id: String,
+    samples: Vec<SoakSample>,
+    drops: Drops,
+}
+
+fn soak(info: &RunInfo, args: &SoakArgs, progress: &Progress) -> Result<Soaked> {
     let exe = std::env::current_exe()?;
     let remote = Netns::open(&info.remote_ns)?;
+    let guests: Vec<Netns> = (info.guest_ns[..args.guests].iter())
+        .map(|n| Netns::open(n))
+        .collect::<Result<_, _>>()?;
+    let (into, out) = match args.direction {
+        Directions::Rx => (true, false),
+        Directions::Tx => (false, true),
+        Directions::Both => (true, true),
+    };
     let mut servers: Vec<Guard> = Vec::new();
-    for i in 0..args.guests {
-        let ns = Netns::open(&info.guest_ns[i])?;
-        let port = PORT + i as u16;
-        let mut s = measure::start_builtin_server_on(&exe, &ns, RX_CPU, port, false)?;
-        measure::wait_listening_on(&ns, &mut s, port)?;
-        servers.push(s);
+    let mut lanes = Vec::new();
+    for (i, ns) in guests.iter().enumerate() {
+        if into {
+            let mut s = measure::start_builtin_server_on(&exe, ns, RX_CPU, PORT + i as u16, false)?;
+            measure::wait_listening_on(ns, &mut s, PORT + i as u16)?;
+            servers.push(s);
+            lanes.push(Lane {
+                guest: i,
+                out: false,
+                child: None,
+            });
+        }
+        if out {
+            let mut s =
+                measure::start_builtin_server_on(&exe, &remote, TX_CPU, out_port(i), false)?;
+            measure::wait_listening_on(&remote, &mut s, out_port(i))?;
+            servers.push(s);
+            lanes.push(Lane {
+                guest: i,
+                out: true,
+                child: None,
+            });
+        }
     }
     let t0 = Instant::now();
     let end = t0 + args.duration;
-    let mut running: Vec<Option<Running>> = (0..args.guests).map(|_| None).collect();
-    let (mut streams, mut bytes, mut errors) = (0u64, 0u64, Vec::<String>::new());
+    let (mut rx, mut tx, mut errors) = (Tally::default(), Tally::default(), Vec::<String>::new());
     let mut samples = Vec::new();
     let mut next_sample = t0;
     progress.phase(
-        &format!("{} guests streaming, sampling the daemon", args.guests),
+        &format!(
+            "{} guests streaming ({:?}), sampling the daemon",
+            args.guests, args.direction
+        )
+        .to_lowercase(),
         args.duration.as_secs_f64(),
     );
     loop {
         let now = Instant::now();
-        for (i, slot) in running.iter_mut().enumerate() {
-            if let Some(r) = slot {
-                if r.child.try_wait()?.is_some() {
-                    let o = slot.take().expect("checked").child.wait_with_output()?;
+        for lane in lanes.iter_mut() {
+            let i = lane.guest;
+            let way = if lane.out { "out of" } else { "into" };
+            if let Some(c) = lane.child.as_mut() {
+                if c.try_wait()?.is_some() {
+                    let o = lane.child.take().expect("checked").wait_with_output()?;
                     let mut s = measure::Sample::default();
                     measure::parse_builtin_stream(&o, &mut s);
-                    streams += 1;
-                    bytes += s.bytes;
-                    errors.extend(s.errors.into_iter().map(|e| format!("guest {i}: {e}")));
+                    let t = if lane.out { &mut tx } else { &mut rx };
+                    t.streams += 1;
+                    t.bytes += s.bytes;
+                    errors.extend(
+                        s.errors
+                            .into_iter()
+                            .map(|e| format!("{way} guest {i}: {e}")),
+                    );
                 }
             }
             let left = end.saturating_duration_since(now).as_secs_f64();
-            if slot.is_none() && left > 1.0 {
+            if lane.child.is_none() && left > 1.0 {
                 let secs = args.stream_seconds.min(left - 0.5);
-                let c = child::pinned(remote.command(&exe), TX_CPU)
-                    .args([
-                        "perf",
-                        "stream",
-                        &info.guest_addrs[i],
-                        "--port",
-                        &(PORT + i as u16).to_string(),
-                        "--duration",
-                        &format!("{secs:.1}"),
-                    ])
+                let mut cmd = if lane.out {
+                    let to = &info.remote_addr;
+                    measure::builtin_stream_cmd(
+                        &exe,
+                        &guests[i],
+                        RX_CPU,
+                        to,
+                        out_port(i),
+                        secs,
+                        DEFAULT_MSG_SIZE,
+                    )
+                } else {
+                    let to = &info.guest_addrs[i];
+                    measure::builtin_stream_cmd(
+                        &exe,
+                        &remote,
+                        TX_CPU,
+                        to,
+                        PORT + i as u16,
+                        secs,
+                        DEFAULT_MSG_SIZE,
+                    )
+                };
+                let c = cmd
                     .stdin(Stdio::null())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .spawn()
-                    .context("starting a stream sender")?;
-                *slot = Some(Running { child: c });
+                    .with_context(|| format!("starting a stream sender {way} guest {i}"))?;
+                lane.child = Some(c);
             }
         }
-        let done = now >= end && running.iter().all(Option::is_none);
+        let done = now >= end && lanes.iter().all(|l| l.child.is_none());
         if now >= next_sample || done {
             let (rss_kib, fds) = sample_daemon(info.pid)?;
             let s = SoakSample {
                 t_s: now.duration_since(t0).as_secs_f64(),
                 rss_kib,
                 fds,
-                streams,
-                bytes,
+                rx,
+                tx,
             };
             eprintln!(
-                "pvnet soak: t={:.0} s: daemon RSS {} KiB, {} descriptors; {} streams, {:.2} GB verified",
+                "pvnet soak: t={:.0} s: daemon RSS {} KiB, {} descriptors; {} streams in, {:.2} GB verified; {} out, {:.2} GB",
                 s.t_s,
                 s.rss_kib,
                 s.fds,
-                s.streams,
-                s.bytes as f64 / 1e9
+                rx.streams,
+                rx.bytes as f64 / 1e9,
+                tx.streams,
+                tx.bytes as f64 / 1e9,
             );
             samples.push(s);
             next_sample += args.interval;
@@ -293,9 +431,9 @@ fn soak(info: &RunInfo, args: &SoakArgs, progress: &Progress) -> Result<Vec<Soak
             break;
         }
         if let Err(e) = interrupt::check() {
-            for r in running.iter_mut().flatten() {
-                let _ = r.child.kill();
-                let _ = r.child.wait();
+            for c in lanes.iter_mut().filter_map(|l| l.child.as_mut()) {
+                let _ = c.kill();
+                let _ = c.wait();
             }
             return Err(e.into());
         }
@@ -305,7 +443,12 @@ fn soak(info: &RunInfo, args: &SoakArgs, progress: &Progress) -> Result<Vec<Soak
     if !errors.is_empty() {
         bail!("{} stream(s) failed; first: {}", errors.len(), errors[0]);
     }
-    Ok(samples)
+    let drops = Drops::from_stat(&admin::stat(&info.id)?);
+    Ok(Soaked {
+        run_id: info.id.clone(),
+        samples,
+        drops,
+    })
 }
 
 fn write(
@@ -314,14 +457,15 @@ fn write(
     name: &str,
     cfg: &DaemonConfig,
     started_utc: String,
-    samples: &[SoakSample],
+    soaked: &Soaked,
     verdict: &Result<Verdict>,
 ) -> Result<()> {
-    let mut csv = String::from("t_s,rss_kib,fds,streams,bytes\n");
+    let samples = &soaked.samples;
+    let mut csv = String::from("t_s,rss_kib,fds,rx_streams,rx_bytes,tx_streams,tx_bytes\n");
     for s in samples {
         csv.push_str(&format!(
-            "{:.1},{},{},{},{}\n",
-            s.t_s, s.rss_kib, s.fds, s.streams, s.bytes
+            "{:.1},{},{},{},{},{},{}\n",
+            s.t_s, s.rss_kib, s.fds, s.rx.streams, s.rx.bytes, s.tx.streams, s.tx.bytes
         ));
     }
     std::fs::write(out.join("soak.csv"), csv).context("writing soak.csv")?;
@@ -336,16 +480,25 @@ fn write(
         Err(e) => format!("not judged: {e}"),
     };
     let md = format!(
-        "# pvnet soak\n\n- started {started_utc} (revision {}), configuration {name}, {} guests ({} receive queue(s) at the port, {} ring slots), {:.0} s, a sample every {:.0} s\n- streams of {} s into every guest, one after another: {} streams, {:.2} GB verified\n- load average at the end: {}\n- verdict: {verdict_text}\n\n`soak.csv` has every sample; `soak.svg` plots them.\n",
+        "# pvnet soak\n\n- started {started_utc} (revision {}), testbed {}, configuration {name}, {} guests ({} receive queue(s) at the port, {} ring slots), {:.0} s, a sample every {:.0} s\n- streams of {} s, one after another, {}: into the guests {} streams, {:.2} GB verified; out of them {} streams, {:.2} GB verified\n- the daemon's drops at the end: {}\n- load average at the end: {}\n- verdict: {verdict_text}\n\n`soak.csv` has every sample; `soak.svg` plots them.\n",
         machine::REVISION,
+        soaked.run_id,
         args.guests,
         cfg.port_queues,
         cfg.ring_frames,
         args.duration.as_secs_f64(),
         args.interval.as_secs_f64(),
         args.stream_seconds,
-        last.streams,
-        last.bytes as f64 / 1e9,
+        match args.direction {
+            Directions::Rx => "into every guest",
+            Directions::Tx => "out of every guest",
+            Directions::Both => "into and out of every guest at once",
+        },
+        last.rx.streams,
+        last.rx.bytes as f64 / 1e9,
+        last.tx.streams,
+        last.tx.bytes as f64 / 1e9,
+        soaked.drops.describe(),
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
     );
     std::fs::write(out.join("soak.md"), md).context("writing soak.md")?;
@@ -414,6 +567,7 @@ mod tests {
             interval: Duration::from_secs(60),
             config: config.into(),
             stream_seconds: 30.0,
+            direction: Directions::Both,
             out: None,
         }
     }
