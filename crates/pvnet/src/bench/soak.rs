@@ -1,9 +1,9 @@
 //! `pvnet soak`: streams into and out of N guests for a long time (one hour by default;
 //! outside CI) and samples the driver domain daemon's resident memory (`VmRSS`) and open
 //! descriptors (`/proc/PID/fd`) every interval, writing `soak.csv`, `soak.svg` and `soak.md`.
-//! It fails when either grows (see [`judge`]), when a stream fails or loses a byte, or when
-//! the daemon dropped frames on the way (see [`Drops`]): a leak per packet, per connection or
-//! per stream would show as a slope over an hour of traffic.
+//! It fails when either grows (see [`judge`]) or when a stream fails or loses a byte, and it
+//! reports what the daemon dropped on the way ([`Drops`]): a leak per packet, per connection
+//! or per stream would show as a slope over an hour of traffic.
 //!
 //! Each guest receives one stream after another from its own sender on the remote host and,
 //! with `--direction both` (the default) or `tx`, sends one stream after another to its own
@@ -244,9 +244,10 @@ struct Lane {
 pub struct Drops {
     /// The port's kernel ring was full (frames from the remote host).
     pub port_kernel: u64,
-    /// Frames the port refused for good, dropped past the wait queue's bound, or dropped by
-    /// its 100 ms watchdog.
+    /// Frames the port refused for good.
     pub port_send_errors: u64,
+    /// Frames dropped from the port's wait queue (past its bound, or by its 100 ms watchdog),
+    /// and how many times the watchdog fired.
     pub port_backlog_drops: u64,
     pub port_backlog_timeouts: u64,
     /// Frames the port refused for now and sent later (not drops), and the most that waited.
@@ -257,30 +258,34 @@ pub struct Drops {
 }
 
 impl Drops {
-    fn from_stat(st: &serde_json::Value) -> Drops {
-        let u = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
-        let d = &st["daemon"];
+    /// From the daemon's `stat`; a counter it does not have is an error, not a zero.
+    fn from_stat(st: &serde_json::Value) -> Result<Drops> {
+        let u = |v: &serde_json::Value, path: &str| {
+            v.pointer(path)
+                .and_then(serde_json::Value::as_u64)
+                .with_context(|| format!("the daemon's stat has no counter {path}"))
+        };
         let vifs = st["vifs"].as_array().map(Vec::as_slice).unwrap_or_default();
-        Drops {
-            port_kernel: u(&st["pnic"]["kernel_drops"]),
-            port_send_errors: u(&d["pnic_send_errors"]),
-            port_backlog_drops: u(&d["pnic_tx_backlog_drops"]),
-            port_backlog_timeouts: u(&d["pnic_tx_backlog_timeouts"]),
-            port_deferred: u(&d["pnic_tx_deferred"]),
-            port_backlog_max: u(&d["pnic_tx_backlog_max"]),
-            guest_queue_full: vifs
-                .iter()
-                .map(|v| {
-                    u(&v["netback"]["rx_queue_full"]) + u(&v["netback"]["rx_queue_memory_full"])
-                })
-                .sum(),
+        let mut guest_queue_full = 0;
+        for v in vifs {
+            guest_queue_full +=
+                u(v, "/netback/rx_queue_full")? + u(v, "/netback/rx_queue_memory_full")?;
         }
+        Ok(Drops {
+            port_kernel: u(st, "/pnic/kernel_drops")?,
+            port_send_errors: u(st, "/daemon/pnic_send_errors")?,
+            port_backlog_drops: u(st, "/daemon/pnic_tx_backlog_drops")?,
+            port_backlog_timeouts: u(st, "/daemon/pnic_tx_backlog_timeouts")?,
+            port_deferred: u(st, "/daemon/pnic_tx_deferred")?,
+            port_backlog_max: u(st, "/daemon/pnic_tx_backlog_max")?,
+            guest_queue_full,
+        })
     }
 
     /// One line for the report.
     fn describe(&self) -> String {
         format!(
-            "port: {} dropped by the kernel's ring, {} refused for good, {} past the wait queue, {} watchdog drops ({} refused for now and sent later, at most {} waiting); guests' queues full: {}",
+            "port: {} dropped by the kernel's ring, {} refused for good, {} dropped from the wait queue (the watchdog fired {} times; {} refused for now and sent later, at most {} waiting); guests' queues full: {}",
             self.port_kernel,
             self.port_send_errors,
             self.port_backlog_drops,
@@ -443,7 +448,7 @@ fn soak(info: &RunInfo, args: &SoakArgs, progress: &Progress) -> Result<Soaked> 
     if !errors.is_empty() {
         bail!("{} stream(s) failed; first: {}", errors.len(), errors[0]);
     }
-    let drops = Drops::from_stat(&admin::stat(&info.id)?);
+    let drops = Drops::from_stat(&admin::stat(&info.id)?)?;
     Ok(Soaked {
         run_id: info.id.clone(),
         samples,
@@ -590,6 +595,51 @@ mod tests {
         assert_eq!((name.as_str(), cfg.port_queues), ("xen", 1));
         let e = testbed_config(&args(2, "linux")).unwrap_err().to_string();
         assert!(e.contains("needs a PV configuration"), "{e}");
+    }
+
+    #[test]
+    fn drops_are_read_from_the_daemons_counters() {
+        let vif = |full: u64, mem: u64| serde_json::json!({"netback": {"rx_queue_full": full, "rx_queue_memory_full": mem}});
+        let mut st = serde_json::json!({
+            "pnic": {"kernel_drops": 7},
+            "daemon": {
+                "pnic_send_errors": 1, "pnic_tx_backlog_drops": 76, "pnic_tx_backlog_timeouts": 2,
+                "pnic_tx_deferred": 1100, "pnic_tx_backlog_max": 1024,
+            },
+            "vifs": [vif(3, 0), vif(0, 5)],
+        });
+        let d = Drops::from_stat(&st).unwrap();
+        assert_eq!(
+            d,
+            Drops {
+                port_kernel: 7,
+                port_send_errors: 1,
+                port_backlog_drops: 76,
+                port_backlog_timeouts: 2,
+                port_deferred: 1100,
+                port_backlog_max: 1024,
+                guest_queue_full: 8,
+            }
+        );
+        let text = d.describe();
+        assert!(
+            text.contains("76 dropped from the wait queue (the watchdog fired 2 times"),
+            "{text}"
+        );
+        // A counter the daemon does not report is named, not read as zero.
+        st["daemon"]
+            .as_object_mut()
+            .unwrap()
+            .remove("pnic_tx_deferred");
+        let e = Drops::from_stat(&st).unwrap_err().to_string();
+        assert!(e.contains("/daemon/pnic_tx_deferred"), "{e}");
+        st["daemon"]["pnic_tx_deferred"] = 0.into();
+        st["vifs"][1]["netback"]
+            .as_object_mut()
+            .unwrap()
+            .remove("rx_queue_full");
+        let e = Drops::from_stat(&st).unwrap_err().to_string();
+        assert!(e.contains("/netback/rx_queue_full"), "{e}");
     }
 
     #[test]
