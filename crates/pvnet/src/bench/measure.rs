@@ -795,7 +795,6 @@ pub fn jain(x: &[f64]) -> f64 {
     sum * sum / (x.len() as f64 * sq)
 }
 
-/// The built-in receiver on the receiving CPU: for one connection (`once`), or until dropped.
 /// `pvnet perf stream` from namespace `from`, pinned to `cpu`, to `to`:`port` for `seconds`
 /// in `msg_size`-byte sends (every byte verified by the receiver).
 pub fn builtin_stream_cmd(
@@ -822,6 +821,7 @@ pub fn builtin_stream_cmd(
     c
 }
 
+/// The built-in receiver on the receiving CPU: for one connection (`once`), or until dropped.
 pub fn start_builtin_server(exe: &Path, rx: &Netns, cpu: usize, once: bool) -> Result<Guard> {
     start_builtin_server_on(exe, rx, cpu, PORT, once)
 }

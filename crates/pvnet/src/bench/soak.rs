@@ -237,6 +237,50 @@ struct Lane {
     child: Option<Child>,
 }
 
+/// One end of a lane's streams: a namespace, the CPU it runs on there, the address it is
+/// reached at.
+type End<'a> = (&'a Netns, usize, &'a str);
+
+impl Lane {
+    /// The port its receiver listens on.
+    fn port(&self) -> u16 {
+        if self.out {
+            out_port(self.guest)
+        } else {
+            PORT + self.guest as u16
+        }
+    }
+
+    /// Its sender's end and its receiver's: the remote host on the sending CPU, the guest on
+    /// the receiving one.
+    fn ends<'a>(
+        &self,
+        info: &'a RunInfo,
+        remote: &'a Netns,
+        guests: &'a [Netns],
+    ) -> (End<'a>, End<'a>) {
+        let r = (remote, TX_CPU, info.remote_addr.as_str());
+        let g = (
+            &guests[self.guest],
+            RX_CPU,
+            info.guest_addrs[self.guest].as_str(),
+        );
+        if self.out {
+            (g, r)
+        } else {
+            (r, g)
+        }
+    }
+
+    fn way(&self) -> &'static str {
+        if self.out {
+            "out of"
+        } else {
+            "into"
+        }
+    }
+}
+
 /// What the daemon dropped on the way, from its `stat` at the end of the soak. The soak
 /// reports these rather than failing on them: a stream the guest's TCP recovered is intact,
 /// and the streams' verification is the soak's test of the bytes.
@@ -316,30 +360,21 @@ fn soak(info: &RunInfo, args: &SoakArgs, progress: &Progress) -> Result<Soaked> 
         Directions::Tx => (false, true),
         Directions::Both => (true, true),
     };
+    let lanes_of = |guest| {
+        let lane = |out| Lane {
+            guest,
+            out,
+            child: None,
+        };
+        [into.then(|| lane(false)), out.then(|| lane(true))]
+    };
+    let mut lanes: Vec<Lane> = (0..args.guests).flat_map(lanes_of).flatten().collect();
     let mut servers: Vec<Guard> = Vec::new();
-    let mut lanes = Vec::new();
-    for (i, ns) in guests.iter().enumerate() {
-        if into {
-            let mut s = measure::start_builtin_server_on(&exe, ns, RX_CPU, PORT + i as u16, false)?;
-            measure::wait_listening_on(ns, &mut s, PORT + i as u16)?;
-            servers.push(s);
-            lanes.push(Lane {
-                guest: i,
-                out: false,
-                child: None,
-            });
-        }
-        if out {
-            let mut s =
-                measure::start_builtin_server_on(&exe, &remote, TX_CPU, out_port(i), false)?;
-            measure::wait_listening_on(&remote, &mut s, out_port(i))?;
-            servers.push(s);
-            lanes.push(Lane {
-                guest: i,
-                out: true,
-                child: None,
-            });
-        }
+    for lane in &lanes {
+        let (_, (ns, cpu, _)) = lane.ends(info, &remote, &guests);
+        let mut s = measure::start_builtin_server_on(&exe, ns, cpu, lane.port(), false)?;
+        measure::wait_listening_on(ns, &mut s, lane.port())?;
+        servers.push(s);
     }
     let t0 = Instant::now();
     let end = t0 + args.duration;
@@ -357,8 +392,7 @@ fn soak(info: &RunInfo, args: &SoakArgs, progress: &Progress) -> Result<Soaked> 
     loop {
         let now = Instant::now();
         for lane in lanes.iter_mut() {
-            let i = lane.guest;
-            let way = if lane.out { "out of" } else { "into" };
+            let (i, way) = (lane.guest, lane.way());
             if let Some(c) = lane.child.as_mut() {
                 if c.try_wait()?.is_some() {
                     let o = lane.child.take().expect("checked").wait_with_output()?;
@@ -377,35 +411,21 @@ fn soak(info: &RunInfo, args: &SoakArgs, progress: &Progress) -> Result<Soaked> 
             let left = end.saturating_duration_since(now).as_secs_f64();
             if lane.child.is_none() && left > 1.0 {
                 let secs = args.stream_seconds.min(left - 0.5);
-                let mut cmd = if lane.out {
-                    let to = &info.remote_addr;
-                    measure::builtin_stream_cmd(
-                        &exe,
-                        &guests[i],
-                        RX_CPU,
-                        to,
-                        out_port(i),
-                        secs,
-                        DEFAULT_MSG_SIZE,
-                    )
-                } else {
-                    let to = &info.guest_addrs[i];
-                    measure::builtin_stream_cmd(
-                        &exe,
-                        &remote,
-                        TX_CPU,
-                        to,
-                        PORT + i as u16,
-                        secs,
-                        DEFAULT_MSG_SIZE,
-                    )
-                };
-                let c = cmd
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .with_context(|| format!("starting a stream sender {way} guest {i}"))?;
+                let ((from, cpu, _), (_, _, to)) = lane.ends(info, &remote, &guests);
+                let c = measure::builtin_stream_cmd(
+                    &exe,
+                    from,
+                    cpu,
+                    to,
+                    lane.port(),
+                    secs,
+                    DEFAULT_MSG_SIZE,
+                )
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .with_context(|| format!("starting a stream sender {way} guest {i}"))?;
                 lane.child = Some(c);
             }
         }
