@@ -361,15 +361,18 @@ fn a_guest_flooding_its_event_channel_holds_no_one_back() {
     let _ = srv.wait();
 }
 
-/// Every kind of event the daemon waits for is served while a stream keeps the physical port
-/// busy (the loop then mostly polls again without sleeping, and serves events between polls):
-/// an external frontend attaches and completes the xenbus handshake (attach and control-socket
-/// events), the aggregation timer fires, the guest's event channel keeps the stream going, and
-/// an admin request is answered.
+/// The events the daemon waits for are served while a stream keeps the physical port busy (the
+/// loop then mostly polls again without sleeping, and serves events between polls): an external
+/// frontend attaches and completes the xenbus handshake (attach and control-socket events), the
+/// guest's event channel keeps the stream going, and admin requests are answered. The
+/// aggregation timer is not among them: under a bulk stream the daemon reads frames so late
+/// that they are due when read, and the timer had nothing to do in a CI run (0 to 3 arms in a
+/// GiB here); `lro.rs` drives it deterministically
+/// (`the_timer_flushes_a_burst_nothing_follows`).
 #[test]
-fn every_event_is_served_while_the_port_is_busy() {
+fn events_are_served_while_the_port_is_busy() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if skip_unless_root("every_event_is_served_while_the_port_is_busy") {
+    if skip_unless_root("events_are_served_while_the_port_is_busy") {
         return;
     }
     let run = Run::up(&["--guests", "1", "--attach", "1", "--lro", "timeout:500"]);
@@ -379,7 +382,6 @@ fn every_event_is_served_while_the_port_is_busy() {
     std::thread::scope(|sc| {
         let streamer = sc.spawn(move || stream(r, "10.77.0.10", bytes));
         std::thread::sleep(Duration::from_millis(500));
-        let fires_before = u(&run.stat()["daemon"]["lro_timer_fires"]);
         // The handshake returns once the backend says Connected.
         let h = Hostile::connect(&run.id, 2);
         let st = run.stat();
@@ -394,12 +396,6 @@ fn every_event_is_served_while_the_port_is_busy() {
         let v = streamer.join().unwrap();
         assert_eq!(v["receiver"]["bytes"].as_u64(), Some(bytes), "{v}");
         assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0), "{v}");
-        let st = run.stat();
-        assert!(
-            u(&st["daemon"]["lro_timer_fires"]) > fires_before,
-            "{}",
-            st["daemon"]
-        );
         drop(h);
     });
     let _ = srv.wait();
