@@ -248,32 +248,46 @@ fn the_interface(ns: &pvnet_testbed::netns::Netns) -> (String, [u8; 6]) {
     .unwrap()
 }
 
-/// A TCP/IPv4 segment with correct checksums, flags ACK only (no PSH).
+/// A TCP/IPv4 segment with correct checksums, flags ACK only (no PSH), built with the wire
+/// crate's views.
 fn segment(dst: [u8; 6], src: [u8; 6], seq: u32, id: u16, payload: &[u8]) -> Vec<u8> {
-    use pvnet_wire::checksum::{checksum, combine, fold, pseudo_header_v4, sum};
-    let (sip, dip) = ([10, 77, 0, 1], [10, 77, 0, 10]);
-    let mut f = Vec::with_capacity(54 + payload.len());
-    f.extend_from_slice(&dst);
-    f.extend_from_slice(&src);
-    f.extend_from_slice(&[0x08, 0x00]);
-    let total = (40 + payload.len()) as u16;
-    f.extend_from_slice(&[0x45, 0]);
-    f.extend_from_slice(&total.to_be_bytes());
-    f.extend_from_slice(&id.to_be_bytes());
-    f.extend_from_slice(&[0x40, 0, 64, 6, 0, 0]);
-    f.extend_from_slice(&sip);
-    f.extend_from_slice(&dip);
-    let c = checksum(&f[14..34]);
-    f[24..26].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&40000u16.to_be_bytes());
-    f.extend_from_slice(&5302u16.to_be_bytes());
-    f.extend_from_slice(&seq.to_be_bytes());
-    f.extend_from_slice(&1u32.to_be_bytes());
-    f.extend_from_slice(&[5 << 4, 0x10, 0x10, 0, 0, 0, 0, 0]);
-    f.extend_from_slice(payload);
-    let ph = pseudo_header_v4(sip.into(), dip.into(), 6, u32::from(total) - 20);
-    let c = !fold(combine(ph, sum(&f[34..])));
-    f[50..52].copy_from_slice(&c.to_be_bytes());
+    use pvnet_wire::checksum::{combine, fold, pseudo_header_v4, sum};
+    use pvnet_wire::{ethernet, ipv4, tcp};
+    use std::net::Ipv4Addr;
+    let (sip, dip) = (Ipv4Addr::new(10, 77, 0, 1), Ipv4Addr::new(10, 77, 0, 10));
+    let (l3, l4) = (
+        ethernet::HEADER_LEN,
+        ethernet::HEADER_LEN + ipv4::HEADER_LEN,
+    );
+    let tcp_len = tcp::HEADER_LEN + payload.len();
+    let mut f = vec![0u8; l4 + tcp_len];
+    let mut eth = ethernet::Frame::new_unchecked(&mut f[..]);
+    eth.set_dst(ethernet::MacAddr(dst));
+    eth.set_src(ethernet::MacAddr(src));
+    eth.set_ethertype(ethernet::ETHERTYPE_IPV4);
+    let mut ip = ipv4::Packet::new_unchecked(&mut f[l3..]);
+    ip.set_version_ihl(ipv4::HEADER_LEN);
+    ip.set_total_len((ipv4::HEADER_LEN + tcp_len) as u16);
+    ip.set_ident(id);
+    ip.set_unfragmented(true);
+    ip.set_ttl(64);
+    ip.set_protocol(ipv4::PROTO_TCP);
+    ip.set_src_addr(sip);
+    ip.set_dst_addr(dip);
+    ip.fill_checksum();
+    // The data offset (no options): the view has no setter for it.
+    f[l4 + 12] = ((tcp::HEADER_LEN / 4) << 4) as u8;
+    let mut t = tcp::Segment::new_unchecked(&mut f[l4..]);
+    t.set_src_port(40000);
+    t.set_dst_port(5302);
+    t.set_seq_number(seq);
+    t.set_ack_number(1);
+    t.set_flags(tcp::TcpFlags::ACK);
+    t.set_window(4096);
+    t.payload_mut().copy_from_slice(payload);
+    let ph = pseudo_header_v4(sip, dip, ipv4::PROTO_TCP, tcp_len as u32);
+    let c = !fold(combine(ph, sum(&f[l4..])));
+    tcp::Segment::new_unchecked(&mut f[l4..]).set_checksum(c);
     f
 }
 
@@ -336,13 +350,11 @@ fn the_timer_flushes_a_burst_nothing_follows() {
             std::thread::sleep(std::time::Duration::from_millis(2));
             guest_side.poll(64, |fr| {
                 let d = fr.data();
-                if d.len() > 54
-                    && d[12..14] == [8, 0]
-                    && d[23] == 6
-                    && d[36..38] == 5302u16.to_be_bytes()
-                {
-                    let seq = u32::from_be_bytes([d[38], d[39], d[40], d[41]]);
-                    seen.push((seq, d[54..].to_vec()));
+                match pvnet_wire::flow::parse_tcp(d) {
+                    Ok(m) if m.key.dst_port == 5302 => {
+                        seen.push((m.seq, d[m.payload_off..m.l3_end()].to_vec()))
+                    }
+                    _ => {}
                 }
             });
         }
