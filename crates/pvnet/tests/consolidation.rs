@@ -7,10 +7,15 @@
 mod common;
 use common::*;
 
-/// Runs a scenario with `configs` into a fresh directory: its stdout and scenario JSON.
-fn scenario(name: &str, configs: &str) -> (String, serde_json::Value, std::path::PathBuf) {
+/// Runs a scenario with `configs` (and `extra` arguments) into a fresh directory: its stdout
+/// and scenario JSON.
+fn scenario(
+    name: &str,
+    configs: &str,
+    extra: &[&str],
+) -> (String, serde_json::Value, std::path::PathBuf) {
     let out = std::env::temp_dir().join(format!("pvnet-scenario-{}", unique_id()));
-    let stdout = ok(&[
+    let mut args = vec![
         "bench",
         "--scenario",
         name,
@@ -24,7 +29,9 @@ fn scenario(name: &str, configs: &str) -> (String, serde_json::Value, std::path:
         "0.5",
         "--out",
         out.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let stdout = ok(&args);
     let json = std::fs::read_to_string(out.join(format!("scenario-{name}.json"))).unwrap();
     (stdout, serde_json::from_str(&json).unwrap(), out)
 }
@@ -60,7 +67,7 @@ fn the_neighbour_scenario_runs_and_charges_the_neighbour() {
     if skip_unless_root("the_neighbour_scenario_runs_and_charges_the_neighbour") {
         return;
     }
-    let (stdout, v, out) = scenario("neighbour", "xen,adaptive");
+    let (stdout, v, out) = scenario("neighbour", "xen,adaptive", &[]);
     table_filled(&stdout, "Neighbour:", &["xen", "adaptive"]);
     assert!(std::fs::read_to_string(out.join("scenario-neighbour.md"))
         .unwrap()
@@ -99,8 +106,13 @@ fn the_mixed_scenario_runs_and_reports_percentiles() {
     if skip_unless_root("the_mixed_scenario_runs_and_reports_percentiles") {
         return;
     }
-    let (stdout, v, _) = scenario("mixed", "xen,every:4");
+    // Guest 0's stream paced (`--stream-pace`): every policy carries the same bytes.
+    let (stdout, v, out) = scenario("mixed", "xen,every:4", &["--stream-pace", "400"]);
     table_filled(&stdout, "Mixed host:", &["xen", "every:4"]);
+    assert!(std::fs::read_to_string(out.join("scenario-mixed.md"))
+        .unwrap()
+        .contains("paced at 400 Mbit/s"));
+    assert_eq!(v["params"]["stream_pace_mbps"], 400);
     for s in v["samples"].as_array().unwrap() {
         for leg in ["quiet", "loaded"] {
             let l = &s[leg];
@@ -117,6 +129,9 @@ fn the_mixed_scenario_runs_and_reports_percentiles() {
         // The bulk stream ran beside the TCP_RR only in the loaded leg.
         assert_eq!(s["quiet"]["bytes"].as_u64(), Some(0), "{s}");
         assert!(s["loaded"]["bytes"].as_u64().unwrap() > 0, "{s}");
+        // The pace held the stream to its wire's speed.
+        let mbps = f(&s["loaded"]["throughput_mbps"], "the paced stream");
+        assert!(mbps > 0.0 && mbps <= 400.0 * 1.05, "{s}");
         assert!(
             f(&s["loaded"]["guest0_cpu"], "guest 0's share") > 0.0,
             "{s}"
@@ -254,6 +269,18 @@ fn restart_scenario_arguments_are_checked() {
     fails_saying(
         &["bench", "--scenario", "restart", "--restarts", "0"],
         "--restarts must be 1 to 20",
+    );
+    fails_saying(
+        &["bench", "--stream-pace", "1000"],
+        "--stream-pace belongs to --scenario mixed",
+    );
+    fails_saying(
+        &["bench", "--scenario", "neighbour", "--stream-pace", "1000"],
+        "--stream-pace belongs to --scenario mixed",
+    );
+    fails_saying(
+        &["bench", "--scenario", "mixed", "--stream-pace", "0"],
+        "--stream-pace must be positive",
     );
     fails_saying(
         &["bench", "--scenario", "mixed,mixed"],

@@ -200,6 +200,13 @@ pub struct BenchArgs {
     /// `--scenario restart`: restarts idle, and in each leg with restarts (1 to 20; default 3).
     #[arg(long)]
     pub restarts: Option<usize>,
+    /// `--scenario mixed`: pace guest 0's bulk stream at this many Mbit/s (a wire of that
+    /// speed; 1000 is the papers' gigabit NIC), so that every policy carries the same bytes
+    /// beside guest 1's TCP_RR. Unpaced, an aggregating policy lets guest 0 take 2-3 times
+    /// `xen`'s bytes, and guest 1's latency answers for those too; paced below every
+    /// policy's capacity it answers for the policy alone.
+    #[arg(long)]
+    pub stream_pace: Option<u64>,
     /// Modelled cost of one VM exit for the HVM configurations (hvm, hvm-seed, hvm-fast), in
     /// nanoseconds of CPU spent by the vCPU on every port access; comma-separated, each HVM
     /// configuration named without `+exitN` runs at every cost given, as `NAME` at 0 and as
@@ -313,6 +320,9 @@ fn run_bench(args: BenchArgs) -> Result<()> {
     if args.restarts.is_some() {
         bail!("--restarts belongs to --scenario restart");
     }
+    if args.stream_pace.is_some() {
+        bail!("--stream-pace belongs to --scenario mixed");
+    }
     if args.sweep == Some(SweepKind::RecordSize) {
         return run_record_sweep(&args);
     }
@@ -381,6 +391,12 @@ fn run_scenarios(args: &BenchArgs) -> Result<()> {
     }
     if args.restarts.is_some() && !kinds.contains(&ScenarioKind::Restart) {
         bail!("--restarts belongs to --scenario restart");
+    }
+    if args.stream_pace.is_some() && !kinds.contains(&ScenarioKind::Mixed) {
+        bail!("--stream-pace belongs to --scenario mixed");
+    }
+    if args.stream_pace == Some(0) {
+        bail!("--stream-pace must be positive (Mbit/s)");
     }
     let restarts = args.restarts.unwrap_or(restart::DEFAULT_RESTARTS);
     if !(1..=restart::MAX_RESTARTS).contains(&restarts) {
@@ -457,6 +473,9 @@ fn run_scenarios(args: &BenchArgs) -> Result<()> {
                     stream_seconds,
                     rr_seconds,
                     msg_size: args.msg_size,
+                    stream_pace_mbps: (k == ScenarioKind::Mixed)
+                        .then_some(args.stream_pace)
+                        .flatten(),
                     port,
                 };
                 let run = scenario::run(configs, params, &out)?;

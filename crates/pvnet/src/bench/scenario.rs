@@ -165,6 +165,9 @@ pub struct Params {
     pub stream_seconds: f64,
     pub rr_seconds: f64,
     pub msg_size: usize,
+    /// The mixed scenario's stream into guest 0 paced at this many Mbit/s (None: as fast as
+    /// the path takes it).
+    pub stream_pace_mbps: Option<u64>,
     /// The physical port's settings.
     #[serde(flatten)]
     pub port: configs::PortParams,
@@ -431,8 +434,13 @@ fn stream_cmd(
     to: &str,
     seconds: f64,
     msg_size: usize,
+    pace_mbps: Option<u64>,
 ) -> std::process::Command {
-    measure::builtin_stream_cmd(exe, remote, TX_CPU, to, PORT, seconds, msg_size)
+    let mut c = measure::builtin_stream_cmd(exe, remote, TX_CPU, to, PORT, seconds, msg_size);
+    if let Some(r) = pace_mbps {
+        c.args(["--pace", &r.to_string()]);
+    }
+    c
 }
 
 fn take_stream(leg: &mut Leg, out: &std::process::Output) {
@@ -493,6 +501,7 @@ fn neighbour_leg(info: &RunInfo, p: &Params, loaded: bool, progress: &Progress) 
         addr,
         p.stream_seconds,
         p.msg_size,
+        p.stream_pace_mbps,
     )];
     let (mut before, mut after) = (None, None);
     let outs = child::outputs_started(
@@ -571,6 +580,7 @@ fn mixed_leg(info: &RunInfo, p: &Params, loaded: bool, progress: &Progress) -> R
                 &info.guest_addrs[0],
                 stream_seconds,
                 p.msg_size,
+                p.stream_pace_mbps,
             );
             s.spawn(move || {
                 child::output(
@@ -769,8 +779,12 @@ pub fn markdown(run: &ScenarioRun, table: &Table) -> String {
             p.stream_seconds, p.msg_size, p.rr_seconds
         ),
         Scenario::Mixed => format!(
-            "- per leg: {} s of TCP_RR (1-byte request and response) against guest 1; loaded: guest 0 receives a bulk stream ({}-byte sends) that starts {LEAD_SECONDS} s before the TCP_RR and ends {LEAD_SECONDS} s after it\n",
-            p.stream_seconds, p.msg_size
+            "- per leg: {} s of TCP_RR (1-byte request and response) against guest 1; loaded: guest 0 receives a bulk stream ({}-byte sends{}) that starts {LEAD_SECONDS} s before the TCP_RR and ends {LEAD_SECONDS} s after it\n",
+            p.stream_seconds,
+            p.msg_size,
+            p.stream_pace_mbps.map_or(String::new(), |r| format!(
+                ", paced at {r} Mbit/s: the same bytes under every policy"
+            ))
         ),
     });
     s.push_str(&format!(
@@ -880,6 +894,7 @@ mod tests {
                 stream_seconds: 1.0,
                 rr_seconds: 1.0,
                 msg_size: 1,
+                stream_pace_mbps: None,
                 port: configs::PortParams {
                     ring_frames: None,
                     port_queues: None,
