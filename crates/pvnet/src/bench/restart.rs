@@ -572,7 +572,8 @@ fn udp_leg(info: &RunInfo, p: &Params, with: bool, progress: &Progress) -> Resul
 fn account(info: &RunInfo, s: &mut RestartSample) -> Result<()> {
     let u = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
     // The frontends report their counters to the daemon every half second or so (later on a
-    // busy CPU): wait until they have reported the last reconnection.
+    // busy CPU): wait until they have reported the last reconnection (a counter missing here
+    // waits out the deadline, then is an error below).
     let deadline = Instant::now() + FRONTEND_REPORT_WAIT;
     let st = loop {
         let st = admin::stat(&info.id)?;
@@ -584,28 +585,40 @@ fn account(info: &RunInfo, s: &mut RestartSample) -> Result<()> {
         interrupt::check()?;
         std::thread::sleep(Duration::from_millis(50));
     };
-    s.restarts_counted = u(&st["restart"]["restarts"]);
-    s.reconnections_counted = u(&st["restart"]["reconnections"]);
+    // From here every counter is read strictly: one the daemon does not report is an error
+    // in the sample, never a 0 that would read as "nothing lost".
+    let errors = &mut s.errors;
+    s.restarts_counted = counter(&st["restart"], "restarts", "the daemon's `restart`", errors);
+    s.reconnections_counted = counter(
+        &st["restart"],
+        "reconnections",
+        "the daemon's `restart`",
+        errors,
+    );
     let made =
         (s.idle.len() + s.tcp_restarts.restarts.len() + s.udp_restarts.restarts.len()) as u64;
     let vifs = info.guest_pids.len() as u64;
     if s.restarts_counted != made || s.reconnections_counted != made * vifs {
-        s.errors.push(format!(
+        errors.push(format!(
             "the daemon counts {} restarts and {} reconnections; the bench made {made} restarts of {vifs} vifs",
             s.restarts_counted, s.reconnections_counted
         ));
     }
-    for v in st["vifs"].as_array().map(Vec::as_slice).unwrap_or_default() {
+    let Some(reported) = st["vifs"].as_array() else {
+        errors.push("the daemon's stat has no `vifs`".into());
+        return Ok(());
+    };
+    for v in reported {
         let nf = &v["netfront"];
+        let who = format!("vif {}'s frontend", v["domid"]);
         let f = &mut s.frontends;
-        f.disconnects += u(&nf["disconnects"]);
-        f.reconnects += u(&nf["reconnects"]);
-        f.tx_reposted += u(&nf["tx_reposted"]);
-        f.tx_lost_at_disconnect += u(&nf["tx_lost_at_disconnect"]);
-        f.grants_leaked += u(&nf["grants_leaked"]);
+        f.disconnects += counter(nf, "disconnects", &who, errors);
+        f.reconnects += counter(nf, "reconnects", &who, errors);
+        f.tx_reposted += counter(nf, "tx_reposted", &who, errors);
+        f.tx_lost_at_disconnect += counter(nf, "tx_lost_at_disconnect", &who, errors);
+        f.grants_leaked += counter(nf, "grants_leaked", &who, errors);
         if v["state"].as_str() != Some("connected") {
-            s.errors
-                .push(format!("vif {} ended {}", v["domid"], v["state"]));
+            errors.push(format!("vif {} ended {}", v["domid"], v["state"]));
         }
     }
     if s.frontends.reconnects != s.reconnections_counted {
@@ -617,6 +630,15 @@ fn account(info: &RunInfo, s: &mut RestartSample) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// `v[key]` as a count. One that is missing or not a count is pushed to `errors`, naming
+/// `whose` it should have been, and counts 0.
+fn counter(v: &serde_json::Value, key: &str, whose: &str, errors: &mut Vec<String>) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| {
+        errors.push(format!("{whose} reports no counter `{key}` ({})", v[key]));
+        0
+    })
 }
 
 /// One figure of a repetition (None where it does not apply or the leg failed).
@@ -1042,6 +1064,36 @@ mod tests {
         let slow = run_of(vec![sample("xen", 1, 400.0, 0, true)]);
         assert!(verdicts(&slow).contains("fails (slowest 1200.0 ms"));
         assert!(verdicts(&run_of(vec![])).contains("not measured"));
+    }
+
+    #[test]
+    fn a_counter_the_daemon_does_not_report_is_an_error_not_a_zero() {
+        let nf = serde_json::json!({"reconnects": 3, "grants_leaked": "many"});
+        let mut errors = Vec::new();
+        assert_eq!(
+            counter(&nf, "reconnects", "vif 1's frontend", &mut errors),
+            3
+        );
+        assert!(errors.is_empty());
+        assert_eq!(
+            counter(
+                &nf,
+                "tx_lost_at_disconnect",
+                "vif 1's frontend",
+                &mut errors
+            ),
+            0
+        );
+        assert_eq!(
+            counter(&nf, "grants_leaked", "vif 1's frontend", &mut errors),
+            0
+        );
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(
+            errors[0].contains("vif 1's frontend") && errors[0].contains("`tx_lost_at_disconnect`"),
+            "{errors:?}"
+        );
+        assert!(errors[1].contains("`grants_leaked`"), "{errors:?}");
     }
 
     #[test]

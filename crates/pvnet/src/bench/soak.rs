@@ -309,11 +309,23 @@ impl Drops {
                 .and_then(serde_json::Value::as_u64)
                 .with_context(|| format!("the daemon's stat has no counter {path}"))
         };
-        let vifs = st["vifs"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let vifs = st["vifs"]
+            .as_array()
+            .context("the daemon's stat has no vifs")?;
         let mut guest_queue_full = 0;
         for v in vifs {
+            let of_vif = |path: &str| {
+                v.pointer(path)
+                    .and_then(serde_json::Value::as_u64)
+                    .with_context(|| {
+                        format!(
+                            "vif {} in the daemon's stat has no counter {path}",
+                            v["domid"]
+                        )
+                    })
+            };
             guest_queue_full +=
-                u(v, "/netback/rx_queue_full")? + u(v, "/netback/rx_queue_memory_full")?;
+                of_vif("/netback/rx_queue_full")? + of_vif("/netback/rx_queue_memory_full")?;
         }
         Ok(Drops {
             port_kernel: u(st, "/pnic/kernel_drops")?,
@@ -619,14 +631,14 @@ mod tests {
 
     #[test]
     fn drops_are_read_from_the_daemons_counters() {
-        let vif = |full: u64, mem: u64| serde_json::json!({"netback": {"rx_queue_full": full, "rx_queue_memory_full": mem}});
+        let vif = |dom: u64, full: u64, mem: u64| serde_json::json!({"domid": dom, "netback": {"rx_queue_full": full, "rx_queue_memory_full": mem}});
         let mut st = serde_json::json!({
             "pnic": {"kernel_drops": 7},
             "daemon": {
                 "pnic_send_errors": 1, "pnic_tx_backlog_drops": 76, "pnic_tx_backlog_timeouts": 2,
                 "pnic_tx_deferred": 1100, "pnic_tx_backlog_max": 1024,
             },
-            "vifs": [vif(3, 0), vif(0, 5)],
+            "vifs": [vif(1, 3, 0), vif(2, 0, 5)],
         });
         let d = Drops::from_stat(&st).unwrap();
         assert_eq!(
@@ -659,7 +671,13 @@ mod tests {
             .unwrap()
             .remove("rx_queue_full");
         let e = Drops::from_stat(&st).unwrap_err().to_string();
-        assert!(e.contains("/netback/rx_queue_full"), "{e}");
+        assert!(
+            e.contains("vif 2 ") && e.contains("/netback/rx_queue_full"),
+            "{e}"
+        );
+        st.as_object_mut().unwrap().remove("vifs");
+        let e = Drops::from_stat(&st).unwrap_err().to_string();
+        assert!(e.contains("no vifs"), "{e}");
     }
 
     #[test]
