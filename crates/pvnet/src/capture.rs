@@ -18,7 +18,9 @@
 //!
 //! The capture ends after `-c N` packets, after `--duration`, on Ctrl-C (SIGINT, SIGTERM,
 //! SIGHUP), when the reader of the output goes away, or when the run goes down; the file is
-//! complete in every case.
+//! complete in every case. On Ctrl-C and at the end of `--duration` the packets the port saw
+//! until then and the capture had not read yet (a capture behind a busy port has many in its
+//! socket) are still written: only those stamped later are left out.
 
 use std::cell::RefCell;
 use std::fs::File;
@@ -367,32 +369,43 @@ pub fn run(opts: CaptureOpts) -> Result<()> {
     let limit = opts.count.unwrap_or(u64::MAX);
     let mut why = "interrupted";
     let mut last_check = Instant::now();
+    // Set when the capture is told to end (Ctrl-C, --duration): what the port saw up to then
+    // may still wait in the socket, and is written before the file is closed; a packet
+    // stamped later ends the capture unwritten.
+    let mut cutoff: Option<Duration> = None;
     'outer: while n < limit {
-        let mut wait = Duration::from_millis(200);
-        if let Some(d) = opts.duration {
-            match d.checked_sub(start.elapsed()) {
-                Some(left) if !left.is_zero() => wait = wait.min(left),
-                _ => {
-                    why = "time is up";
-                    break;
+        if cutoff.is_none() {
+            let mut wait = Duration::from_millis(200);
+            if let Some(d) = opts.duration {
+                match d.checked_sub(start.elapsed()) {
+                    Some(left) if !left.is_zero() => wait = wait.min(left),
+                    _ => {
+                        why = "time is up";
+                        cutoff = Some(unix_now());
+                    }
                 }
             }
-        }
-        let mut fds = [
-            PollFd::new(src.fd(), PollFlags::POLLIN),
-            PollFd::new(sig.as_fd(), PollFlags::POLLIN),
-        ];
-        let ms = u16::try_from(wait.as_millis().max(1)).unwrap_or(u16::MAX);
-        match poll(&mut fds, PollTimeout::from(ms)) {
-            Ok(_) | Err(Errno::EINTR) => {}
-            Err(e) => return Err(e).context("poll"),
-        }
-        if let Ok(Some(_)) = sig.read_signal() {
-            break;
+            if cutoff.is_none() {
+                let mut fds = [
+                    PollFd::new(src.fd(), PollFlags::POLLIN),
+                    PollFd::new(sig.as_fd(), PollFlags::POLLIN),
+                ];
+                let ms = u16::try_from(wait.as_millis().max(1)).unwrap_or(u16::MAX);
+                match poll(&mut fds, PollTimeout::from(ms)) {
+                    Ok(_) | Err(Errno::EINTR) => {}
+                    Err(e) => return Err(e).context("poll"),
+                }
+                if let Ok(Some(_)) = sig.read_signal() {
+                    cutoff = Some(unix_now());
+                }
+            }
         }
         loop {
             match src.read(&mut buf, &mut dropped)? {
                 Read::Packet(g) => {
+                    if cutoff.is_some_and(|c| g.ts > c) {
+                        break 'outer;
+                    }
                     let p = PcapPacket::new(g.ts, g.orig_len.max(g.len as u32), &buf[..g.len]);
                     if let Err(e) = pcap.write_packet(&p) {
                         why = "the output went away";
@@ -405,6 +418,8 @@ pub fn run(opts: CaptureOpts) -> Result<()> {
                         break 'outer;
                     }
                 }
+                // Nothing left from before the cutoff: done.
+                Read::Nothing if cutoff.is_some() => break 'outer,
                 Read::Nothing => break,
                 Read::End(w) => {
                     why = w;

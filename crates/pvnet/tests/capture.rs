@@ -55,9 +55,27 @@ impl Capture {
     }
 
     /// Ctrl-C; returns (packets captured, dropped) as the command reported them.
-    fn stop(mut self) -> (PathBuf, u64, u64) {
+    fn stop(self) -> (PathBuf, u64, u64) {
+        self.signalled(&[nix::sys::signal::Signal::SIGINT])
+    }
+
+    /// Stops the capture process where it is (SIGSTOP): it reads nothing until resumed.
+    fn freeze(&self) {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
+    }
+
+    /// Ctrl-C to a frozen capture, then resumes it: the signal is waiting when it runs again.
+    fn stop_frozen(self) -> (PathBuf, u64, u64) {
+        use nix::sys::signal::Signal::{SIGCONT, SIGINT};
+        self.signalled(&[SIGINT, SIGCONT])
+    }
+
+    fn signalled(mut self, signals: &[nix::sys::signal::Signal]) -> (PathBuf, u64, u64) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        for &s in signals {
+            nix::sys::signal::kill(pid, s).expect("signal the capture");
+        }
         let status = self.child.wait().expect("wait");
         let mut rest = String::new();
         std::io::Read::read_to_string(&mut self.stderr, &mut rest).unwrap();
@@ -309,6 +327,50 @@ fn captures_show_what_was_sent_at_every_port() {
     let st = run.stat();
     assert_eq!(u(&st["capture"]["started"]), 1, "{}", st["capture"]);
     assert_eq!(u(&st["capture"]["ended"]), 1, "{}", st["capture"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A capture behind its port (here frozen while the remote host pings the guest) still
+/// writes, on Ctrl-C, every packet the port saw before it: they wait in its socket, and it
+/// reads them before closing the file. Both kinds of source: the physical port's `AF_PACKET`
+/// socket and the daemon's records of a bridge port.
+#[test]
+fn a_capture_that_fell_behind_keeps_what_came_before_ctrl_c() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("a_capture_that_fell_behind_keeps_what_came_before_ctrl_c") {
+        return;
+    }
+    const BEHIND: u32 = 10;
+    let run = Run::up(&["--guests", "1"]);
+    let dir = std::env::temp_dir().join(format!("pvnet-capture-{}-behind", run.id));
+    std::fs::create_dir_all(&dir).unwrap();
+    let caps: Vec<Capture> = ["pnic", "vif0"]
+        .into_iter()
+        .map(|p| Capture::start(&run, p, dir.join(format!("{p}.pcap")), &[]))
+        .collect();
+    for c in &caps {
+        c.freeze();
+    }
+    ping(&run, "remote", "10.77.0.10", BEHIND);
+    for c in caps {
+        let port = c.port;
+        let (file, n, dropped) = c.stop_frozen();
+        assert_eq!(dropped, 0, "{port}");
+        let frames = read_pcap(&file);
+        assert_eq!(
+            frames.len() as u64,
+            n,
+            "{port}: the file holds what was counted"
+        );
+        let s = inspect(&frames);
+        assert_eq!(
+            s.requests.len(),
+            BEHIND as usize,
+            "{port}: {:?}",
+            s.requests
+        );
+        assert_eq!(s.requests, s.replies, "{port}: every request answered");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
