@@ -250,50 +250,48 @@ fn the_restart_scenario_restarts_under_load_and_loses_no_byte() {
 #[test]
 fn restart_scenario_arguments_are_checked() {
     // No root needed: refused before anything starts.
-    fails_saying(
-        &["bench", "--scenario", "restart", "--configs", "linux"],
-        "whose driver domain `pvnet restart-dd` restarts",
-    );
-    fails_saying(
-        &["bench", "--scenario", "mixed,restart", "--configs", "hvm"],
-        "is not one",
-    );
-    fails_saying(
-        &["bench", "--restarts", "2"],
-        "--restarts belongs to --scenario restart",
-    );
-    fails_saying(
-        &["bench", "--scenario", "neighbour", "--restarts", "2"],
-        "--restarts belongs to --scenario restart",
-    );
-    fails_saying(
-        &["bench", "--scenario", "restart", "--restarts", "0"],
-        "--restarts must be 1 to 20",
-    );
-    fails_saying(
-        &["bench", "--stream-pace", "1000"],
-        "--stream-pace belongs to --scenario mixed",
-    );
-    fails_saying(
-        &["bench", "--scenario", "neighbour", "--stream-pace", "1000"],
-        "--stream-pace belongs to --scenario mixed",
-    );
-    fails_saying(
-        &["bench", "--scenario", "mixed", "--stream-pace", "0"],
-        "--stream-pace must be positive",
-    );
-    fails_saying(
-        &["bench", "--scenario", "mixed,mixed"],
-        "names each workload once",
-    );
-    fails_saying(
-        &[
-            "bench",
-            "--scenario",
-            "neighbour,restart",
-            "--json",
-            "/tmp/x.json",
-        ],
-        "--json writes one scenario's run",
-    );
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--scenario", "restart", "--configs", "linux"],
+            "whose driver domain `pvnet restart-dd` restarts",
+        ),
+        (
+            &["--scenario", "mixed,restart", "--configs", "hvm"],
+            "is not one",
+        ),
+        (
+            &["--restarts", "2"],
+            "--restarts belongs to --scenario restart",
+        ),
+        (
+            &["--scenario", "neighbour", "--restarts", "2"],
+            "--restarts belongs to --scenario restart",
+        ),
+        (
+            &["--scenario", "restart", "--restarts", "0"],
+            "--restarts must be 1 to 20",
+        ),
+        (
+            &["--stream-pace", "1000"],
+            "--stream-pace belongs to --scenario mixed",
+        ),
+        (
+            &["--scenario", "neighbour", "--stream-pace", "1000"],
+            "--stream-pace belongs to --scenario mixed",
+        ),
+        (
+            &["--scenario", "mixed", "--stream-pace", "0"],
+            "--stream-pace must be positive",
+        ),
+        (&["--scenario", "mixed,mixed"], "names each workload once"),
+        (
+            &["--scenario", "neighbour,restart", "--json", "/tmp/x.json"],
+            "--json writes one scenario's run",
+        ),
+    ];
+    for (args, says) in cases {
+        let mut all = vec!["bench"];
+        all.extend_from_slice(args);
+        fails_saying(&all, says);
+    }
 }
