@@ -103,6 +103,19 @@ fn read_pcap(file: &Path) -> Vec<Vec<u8>> {
     out
 }
 
+/// The frames a stopped capture wrote, checked against its own report (file, packets,
+/// dropped): nothing dropped, and the file holds as many as it counted.
+fn frames_of(port: &str, (file, n, dropped): (PathBuf, u64, u64)) -> (PathBuf, Vec<Vec<u8>>) {
+    assert_eq!(dropped, 0, "{port}: the capture dropped packets");
+    let frames = read_pcap(&file);
+    assert_eq!(
+        frames.len() as u64,
+        n,
+        "{port}: the file holds what was counted"
+    );
+    (file, frames)
+}
+
 /// An IPv4 packet in a frame.
 struct Ipv4<'f> {
     proto: u8,
@@ -287,14 +300,7 @@ fn captures_show_what_was_sent_at_every_port() {
     let mut seen = BTreeMap::new();
     for c in caps {
         let port = c.port;
-        let (file, n, dropped) = c.stop();
-        assert_eq!(dropped, 0, "{port}: the capture dropped packets");
-        let frames = read_pcap(&file);
-        assert_eq!(
-            frames.len() as u64,
-            n,
-            "{port}: the file holds what was counted"
-        );
+        let (file, frames) = frames_of(port, c.stop());
         let s = inspect(&frames);
         // Every ping (ours, and the server helper's readiness pings) is there both ways.
         assert!(
@@ -354,14 +360,7 @@ fn a_capture_that_fell_behind_keeps_what_came_before_ctrl_c() {
     ping(&run, "remote", "10.77.0.10", BEHIND);
     for c in caps {
         let port = c.port;
-        let (file, n, dropped) = c.stop_frozen();
-        assert_eq!(dropped, 0, "{port}");
-        let frames = read_pcap(&file);
-        assert_eq!(
-            frames.len() as u64,
-            n,
-            "{port}: the file holds what was counted"
-        );
+        let (_, frames) = frames_of(port, c.stop_frozen());
         let s = inspect(&frames);
         assert_eq!(
             s.requests.len(),
