@@ -327,6 +327,10 @@ fn open(id: &str, info: &RunInfo, port: Port) -> Result<Source> {
 }
 
 /// `pvnet capture`.
+/// The longest the capture sleeps waiting for a packet or a signal (it checks its run and its
+/// deadline in between).
+const POLL_WAIT: Duration = Duration::from_millis(200);
+
 pub fn run(opts: CaptureOpts) -> Result<()> {
     let id = rundir::pick_run(opts.id.as_deref())?;
     let info = rundir::read_info(&id).with_context(|| format!("run {id} is not up (yet)"))?;
@@ -375,17 +379,12 @@ pub fn run(opts: CaptureOpts) -> Result<()> {
     let mut cutoff: Option<Duration> = None;
     'outer: while n < limit {
         if cutoff.is_none() {
-            let mut wait = Duration::from_millis(200);
-            if let Some(d) = opts.duration {
-                match d.checked_sub(start.elapsed()) {
-                    Some(left) if !left.is_zero() => wait = wait.min(left),
-                    _ => {
-                        why = "time is up";
-                        cutoff = Some(unix_now());
-                    }
-                }
-            }
-            if cutoff.is_none() {
+            let left = opts.duration.map(|d| d.saturating_sub(start.elapsed()));
+            if left == Some(Duration::ZERO) {
+                why = "time is up";
+                cutoff = Some(unix_now());
+            } else {
+                let wait = left.map_or(POLL_WAIT, |l| l.min(POLL_WAIT));
                 let mut fds = [
                     PollFd::new(src.fd(), PollFlags::POLLIN),
                     PollFd::new(sig.as_fd(), PollFlags::POLLIN),

@@ -501,7 +501,7 @@ fn neighbour_leg(info: &RunInfo, p: &Params, loaded: bool, progress: &Progress) 
         addr,
         p.stream_seconds,
         p.msg_size,
-        p.stream_pace_mbps,
+        None,
     )];
     let (mut before, mut after) = (None, None);
     let outs = child::outputs_started(

@@ -304,36 +304,29 @@ pub struct Drops {
 impl Drops {
     /// From the daemon's `stat`; a counter it does not have is an error, not a zero.
     fn from_stat(st: &serde_json::Value) -> Result<Drops> {
-        let u = |v: &serde_json::Value, path: &str| {
+        // `whose` names where the counter should have been: the stat, or one vif in it.
+        let at = |v: &serde_json::Value, whose: &str, path: &str| {
             v.pointer(path)
                 .and_then(serde_json::Value::as_u64)
-                .with_context(|| format!("the daemon's stat has no counter {path}"))
+                .with_context(|| format!("{whose} has no counter {path}"))
         };
+        let u = |path: &str| at(st, "the daemon's stat", path);
         let vifs = st["vifs"]
             .as_array()
             .context("the daemon's stat has no vifs")?;
         let mut guest_queue_full = 0;
         for v in vifs {
-            let of_vif = |path: &str| {
-                v.pointer(path)
-                    .and_then(serde_json::Value::as_u64)
-                    .with_context(|| {
-                        format!(
-                            "vif {} in the daemon's stat has no counter {path}",
-                            v["domid"]
-                        )
-                    })
-            };
-            guest_queue_full +=
-                of_vif("/netback/rx_queue_full")? + of_vif("/netback/rx_queue_memory_full")?;
+            let vif = format!("vif {} in the daemon's stat", v["domid"]);
+            guest_queue_full += at(v, &vif, "/netback/rx_queue_full")?
+                + at(v, &vif, "/netback/rx_queue_memory_full")?;
         }
         Ok(Drops {
-            port_kernel: u(st, "/pnic/kernel_drops")?,
-            port_send_errors: u(st, "/daemon/pnic_send_errors")?,
-            port_backlog_drops: u(st, "/daemon/pnic_tx_backlog_drops")?,
-            port_backlog_timeouts: u(st, "/daemon/pnic_tx_backlog_timeouts")?,
-            port_deferred: u(st, "/daemon/pnic_tx_deferred")?,
-            port_backlog_max: u(st, "/daemon/pnic_tx_backlog_max")?,
+            port_kernel: u("/pnic/kernel_drops")?,
+            port_send_errors: u("/daemon/pnic_send_errors")?,
+            port_backlog_drops: u("/daemon/pnic_tx_backlog_drops")?,
+            port_backlog_timeouts: u("/daemon/pnic_tx_backlog_timeouts")?,
+            port_deferred: u("/daemon/pnic_tx_deferred")?,
+            port_backlog_max: u("/daemon/pnic_tx_backlog_max")?,
             guest_queue_full,
         })
     }
