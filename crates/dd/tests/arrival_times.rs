@@ -2,8 +2,8 @@
 //! middle of a message does not cut the message's aggregate, and the aggregation timer does not
 //! flush while frames that may continue an aggregate wait at the port.
 
-mod dp_common;
-mod lro_common;
+use crate::dp_common;
+use crate::lro_common;
 
 use dp_common::*;
 use lro_common::{stream, MAC_DST, PSH};

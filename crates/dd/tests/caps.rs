@@ -5,8 +5,8 @@
 //! (`rx_queue_memory_full`), data-page mappings (`persistent_overflow`), aggregates held in the
 //! shared LRO table (`guest_flow_cap`).
 
-mod lro_common;
-mod ring_common;
+use crate::lro_common;
+use crate::ring_common;
 
 use pvnet_dd::lro::{self, Lro, Policy, MAX_FLOWS_PER_DST};
 use pvnet_dd::mock::MockFrontend;

@@ -2,8 +2,8 @@
 //! real netbacks joined to real netfronts, and a real `SOCK_SEQPACKET` sink read back here.
 //! No root needed.
 
-mod dp_common;
-mod lro_common;
+use crate::dp_common;
+use crate::lro_common;
 
 use std::os::fd::{AsFd, OwnedFd};
 

@@ -2,8 +2,8 @@
 //! netbacks joined to real netfronts (guest crate) through a real grant table, and mock TAP
 //! ports. What used to be testable only by running the `pvnet` binary as root.
 
-mod dp_common;
-mod lro_common;
+use crate::dp_common;
+use crate::lro_common;
 
 use dp_common::*;
 use lro_common::{stream, Seg, MAC_DST, MAC_SRC};

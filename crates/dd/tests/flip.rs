@@ -20,7 +20,7 @@ use pvnet_netif::*;
 use pvnet_pnic::{Buf, FrameSource, LentBuf};
 use pvnet_wire::vnet::VirtioNetHdr;
 
-mod ring_common;
+use crate::ring_common;
 use ring_common::*;
 
 const POOL: u32 = 64;

@@ -3,7 +3,7 @@
 //! counter), the counters move by exactly the number of frames, and frames that cannot take
 //! the direct path (no buffers posted, flooded, the path turned off) still arrive, in order.
 
-mod dp_common;
+use crate::dp_common;
 
 use std::sync::Arc;
 

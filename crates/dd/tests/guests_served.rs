@@ -6,7 +6,7 @@
 //! its queue has room (once its queue is full, the port gate waits for it a bounded time:
 //! `gate.rs` and its tests).
 
-mod dp_common;
+use crate::dp_common;
 
 use dp_common::*;
 

@@ -1,7 +1,7 @@
 //! The LRO flush policies with an explicit clock (µs ticks): poll, every:N, timeout, adaptive,
 //! the hold limit, the idle flush, eviction, run-time reconfiguration, and the stats surface.
 
-mod lro_common;
+use crate::lro_common;
 
 use lro_common::*;
 use pvnet_dd::lro::{

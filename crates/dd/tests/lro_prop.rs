@@ -5,7 +5,7 @@
 //! may carry extension header chains. And no input, however malformed, makes it panic or gets
 //! merged.
 
-mod lro_common;
+use crate::lro_common;
 
 use std::collections::BTreeMap;
 

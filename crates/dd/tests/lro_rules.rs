@@ -4,7 +4,7 @@
 //! and one crafted-frame test per case of the Linux GRO parity table in `lro/rules.rs`
 //! (IPv6 extension header chains, the 65535-byte boundary, ...).
 
-mod lro_common;
+use crate::lro_common;
 
 use lro_common::*;
 use pvnet_dd::lro::{segment, Lro, LroStats, Mode, Policy, Reason, MAX_IP_PACKET, MAX_SEGS};

@@ -20,10 +20,10 @@ use pvnet_hv::{DomId, PAGE_SIZE};
 use pvnet_netif::*;
 use pvnet_wire::vnet::VirtioNetHdr;
 
-mod ring_common;
+use crate::ring_common;
 use ring_common::*;
 
-mod dp_common;
+use crate::dp_common;
 use dp_common::{frame_to, pass, Path, MAC_G2, STACK_MAC};
 
 const POOLS: [(Mechanism, PoolMode); 2] = [

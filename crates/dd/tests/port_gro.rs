@@ -3,8 +3,8 @@
 //! come out of a real netfront with the header the guest's TAP is written with; headers the
 //! frame does not bear out are dropped and counted; pvnet's own LRO stacks on top.
 
-mod dp_common;
-mod lro_common;
+use crate::dp_common;
+use crate::lro_common;
 
 use dp_common::*;
 use lro_common::{slow_sum, tcp_csum_ok, Seg, MAC_DST};

@@ -17,7 +17,7 @@ use pvnet_hv::mem::GuestMemory;
 use pvnet_hv::DomId;
 use pvnet_wire::vnet::{self, VirtioNetHdr};
 
-mod ring_common;
+use crate::ring_common;
 use ring_common::*;
 
 fn features() -> Features {

@@ -17,7 +17,7 @@ use pvnet_hv::{DomId, PAGE_SIZE};
 use pvnet_netif::*;
 use pvnet_wire::vnet::{self, VirtioNetHdr};
 
-mod ring_common;
+use crate::ring_common;
 use ring_common::*;
 
 // ------------------------------------------------------------------------------ harness

@@ -3,8 +3,7 @@
 //! pcap is read back (pcap-file, and tcpdump when installed) and its frames are checked
 //! against what was sent. Needs root.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};

@@ -4,8 +4,7 @@
 //! Needs root. Asserts what the runs must show whatever the machine's speed (bytes moved,
 //! transactions done, the neighbour's CPU time charged to it), never how fast.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// Runs a scenario with `configs` (and `extra` arguments) into a fresh directory: its stdout
 /// and scenario JSON.

@@ -4,8 +4,7 @@
 //! through /proc, not by name. A process outside the run with the same command line survives.
 //! `exec` into a run whose daemon is gone is refused. Needs root.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};

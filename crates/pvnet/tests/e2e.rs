@@ -1,8 +1,7 @@
 //! End to end through the `xen` path: real TCP from the remote host's kernel, through the
 //! physical port, bridge, netback, rings and netfront, into a guest's kernel. Needs root.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const GIB: u64 = 1 << 30;
 

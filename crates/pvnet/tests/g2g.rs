@@ -3,8 +3,7 @@
 //! straight into the receiver's (`daemon.g2g` in `pvnet stat`); and the same stream with the
 //! one-copy path off (`pvnet set --g2g off`), where no frame takes it. Needs root.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const GIB: u64 = 1 << 30;
 

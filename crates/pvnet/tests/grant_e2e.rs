@@ -3,8 +3,7 @@
 //! byte verified, alone and (pool mechanisms, flip) with a second guest streaming at the same
 //! time, and the vif's counters showing which mechanism carried it. Needs root.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const GIB: u64 = 1 << 30;
 

@@ -4,8 +4,7 @@
 //! with bad checksums from the wire reach the guest's stack unverified and are dropped there.
 //! Needs root.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 

@@ -4,8 +4,7 @@
 //! gets its group too, for what runs in it); `pvnet down` removes the groups. With `off` no group is made. Needs root (and a cpu
 //! controller, cgroup v2 or v1; skipped with a message without one).
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::path::Path;
 

@@ -3,8 +3,7 @@
 //! then writes one kind of garbage into its rings or grant table. Each must disconnect only its
 //! own vif, move one named counter, and leave the other guest's stream intact. Needs root.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::os::fd::AsFd;
 use std::sync::Arc;

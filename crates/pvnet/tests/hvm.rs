@@ -4,8 +4,7 @@
 //! into and out of the HVM guest on each port-I/O path; nothing left after `pvnet down`.
 //! Needs root.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const HVM_ADDR: &str = "10.77.0.11";
 const PV_ADDR: &str = "10.77.0.10";

@@ -4,8 +4,7 @@
 //! counted, from either side; bad `--mtu` values are refused. Needs root (except the argument
 //! checks).
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::time::{Duration, Instant};
 

@@ -3,8 +3,7 @@
 //! under delayed flushes, `pvnet set` reconfigures a running system under load, and a guest
 //! without GSO never sees an aggregate. Needs root.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const GIB: u64 = 1 << 30;
 

@@ -2,8 +2,7 @@
 //! mid-stream while another streams (its domain is reclaimed, the other stream arrives
 //! intact). Needs root.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const MIB: u64 = 1 << 20;
 

@@ -4,8 +4,7 @@
 //! must see the backend go to `Closing` instead of `Connected`, with `feature_refused` counted
 //! on their vif only, while a real guest streams intact under `premapped`. Needs root.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::os::fd::AsFd;
 use std::sync::Arc;

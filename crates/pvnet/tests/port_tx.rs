@@ -2,8 +2,7 @@
 //! port whose send buffer is tiny, and the driver domain holds the frames the port refuses
 //! instead of dropping them. Needs root.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn a_port_that_pushes_back_loses_no_frame_of_a_guests_stream() {

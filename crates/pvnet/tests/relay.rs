@@ -1,8 +1,7 @@
 //! End to end through the relay (`--mode relay`): the daemon writes the guests' packets
 //! straight into their TAPs, without grants, rings or guest processes. Needs root.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const MIB: u64 = 1 << 20;
 

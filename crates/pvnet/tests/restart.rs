@@ -5,8 +5,7 @@
 //! Nothing here is timed: the reconnection is asserted to have happened (and counted), its
 //! duration is measured by docs/restart.md's runs, not asserted.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const MIB: u64 = 1 << 20;
 

@@ -2,8 +2,7 @@
 //! on fresh testbeds and on standing testbeds whose streams are switched on and off in slices
 //! (`pvnet perf streams`); every stream verified. Needs root (namespaces, veth, TAP).
 
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one() {

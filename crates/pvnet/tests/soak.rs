@@ -3,8 +3,7 @@
 //! were verified in both directions, that every sample was written, that the daemon was
 //! judged, and that the testbed left nothing behind; never how fast.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn a_short_soak_streams_both_ways_and_samples_the_daemon() {

@@ -2,8 +2,7 @@
 //! `--switch bridge-nf`): verified TCP streams into and out of guests, alone and two at once,
 //! and guest-to-guest pings. Needs root.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const GIB: u64 = 1 << 30;
 
