@@ -468,6 +468,9 @@ enum PerfCmd {
         /// 9000-byte IP packet. A reply counts only with its payload intact.
         #[arg(long, default_value_t = pvnet_perf::ping::DEFAULT_PAYLOAD)]
         size: usize,
+        /// Seconds to wait for each reply before the request counts as unanswered (`ping -W`).
+        #[arg(long, default_value_t = 2.0)]
+        wait: f64,
     },
     /// Request/response transactions; prints rate and latency percentiles as JSON.
     Rr {
@@ -1218,12 +1221,20 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             }
             Ok(())
         }
-        PerfCmd::Ping { to, count, size } => {
+        PerfCmd::Ping {
+            to,
+            count,
+            size,
+            wait,
+        } => {
+            if !(wait > 0.0 && wait <= 3600.0) {
+                bail!("--wait must be a positive number of seconds, at most 3600");
+            }
             let r = pvnet_perf::ping::ping_sized(
                 to,
                 count,
                 Duration::from_millis(200),
-                Duration::from_secs(2),
+                Duration::from_secs_f64(wait),
                 size,
             )
             .with_context(|| format!("ping {to} with {size} bytes of payload"))?;

@@ -305,6 +305,14 @@ fn clear_errors_for_bad_input() {
             ),
             (&["up", "--rx-queue-bytes", "2X"][..], "not a byte count"),
             (
+                &["perf", "ping", "127.0.0.1", "--wait", "0"][..],
+                "--wait must be a positive number of seconds",
+            ),
+            (
+                &["perf", "ping", "127.0.0.1", "--wait", "NaN"][..],
+                "--wait must be a positive number of seconds",
+            ),
+            (
                 &["up", "--persistent-grants", "0"][..],
                 "--persistent-grants must be between 1",
             ),

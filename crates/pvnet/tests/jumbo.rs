@@ -42,6 +42,15 @@ fn ping_sized(run: &Run, role: &str, dst: &str, size: &str) -> std::process::Out
     run.exec(role, &["perf", "ping", dst, "--count", "3", "--size", size])
 }
 
+/// [`ping_sized`] for requests that must go unanswered: each waits half a second for its reply
+/// (an answer on this path takes well under a millisecond) instead of the default two.
+fn ping_unanswered(run: &Run, role: &str, dst: &str, size: &str) -> std::process::Output {
+    let args = [
+        "perf", "ping", dst, "--count", "3", "--size", size, "--wait", "0.5",
+    ];
+    run.exec(role, &args)
+}
+
 /// Every interface on the path has the MTU, a 9000-byte ping goes both ways whole, a 256 MiB
 /// stream arrives intact in jumbo frames and nothing was truncated or refused. Returns the
 /// counters after the stream.
@@ -273,7 +282,7 @@ fn frames_longer_than_the_port_allows_are_refused_and_counted() {
     //    refuses the frame (9092 bytes > 9000 + 18) with an error on each of its 3 slots.
     in_ns(&run, "g0", || link::set_mtu("eth0", 9100).unwrap());
     let before = run.stat();
-    let o = ping_sized(&run, "g0", "10.77.0.1", "9050");
+    let o = ping_unanswered(&run, "g0", "10.77.0.1", "9050");
     assert!(!o.status.success(), "an oversize echo request got through");
     let st = wait_for(&run, "netback counted the oversize frames", |st| {
         nf(st, "tx_errors") >= nf(&before, "tx_errors") + 9
@@ -297,7 +306,7 @@ fn frames_longer_than_the_port_allows_are_refused_and_counted() {
     let pc0 = in_ns(&run, "dd", || link::counters(&pif).unwrap());
     let before = run.stat();
     in_ns(&run, "remote", || link::set_mtu(&rif, 9100).unwrap());
-    let o = ping_sized(&run, "remote", "10.77.0.10", "9050");
+    let o = ping_unanswered(&run, "remote", "10.77.0.10", "9050");
     assert!(!o.status.success(), "an oversize echo request got through");
     in_ns(&run, "remote", || link::set_mtu(&rif, 9000).unwrap());
     let rc1 = in_ns(&run, "remote", || link::counters(&rif).unwrap());
