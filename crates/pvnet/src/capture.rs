@@ -326,11 +326,11 @@ fn open(id: &str, info: &RunInfo, port: Port) -> Result<Source> {
     }
 }
 
-/// `pvnet capture`.
 /// The longest the capture sleeps waiting for a packet or a signal (it checks its run and its
 /// deadline in between).
 const POLL_WAIT: Duration = Duration::from_millis(200);
 
+/// `pvnet capture`.
 pub fn run(opts: CaptureOpts) -> Result<()> {
     let id = rundir::pick_run(opts.id.as_deref())?;
     let info = rundir::read_info(&id).with_context(|| format!("run {id} is not up (yet)"))?;

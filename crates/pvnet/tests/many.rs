@@ -75,26 +75,13 @@ fn a_killed_guest_is_reclaimed_and_the_others_go_on() {
     // The stream towards the guest that dies runs as its own processes: its sender can only
     // stall (or give up) once its receiver has lost its network, and the test ends it itself
     // instead of waiting out the sender's timeouts.
-    let mut cut_srv = run.spawn(
-        "g1",
-        &["perf", "server", "--once", "--bind", "0.0.0.0:5202"],
-    );
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut cut_srv = listen(&run, "g1", 5202);
     let kept = std::thread::scope(|s| {
         let kept = s.spawn(|| flow(&run, ("remote", "g0", "10.77.0.10"), 5201, bytes, 120));
+        let args = stream_args("10.77.0.11", 5202, bytes, 120);
         let mut cut = run.spawn(
             "remote",
-            &[
-                "perf",
-                "stream",
-                "10.77.0.11",
-                "--port",
-                "5202",
-                "--duration",
-                "120",
-                "--bytes",
-                &bytes.to_string(),
-            ],
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
         );
         // Both streams are under way: guest 1 dies.
         std::thread::sleep(std::time::Duration::from_millis(1500));

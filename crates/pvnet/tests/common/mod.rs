@@ -228,6 +228,33 @@ pub fn fails_saying(args: &[&str], want: &str) {
     assert!(!o.status.success() && err.contains(want), "{args:?}: {err}");
 }
 
+/// A `perf server` for one stream on `port` in namespace `role`, given half a second to listen.
+pub fn listen(run: &Run, role: &str, port: u16) -> std::process::Child {
+    let bind = format!("0.0.0.0:{port}");
+    let srv = run.spawn(role, &["perf", "server", "--once", "--bind", &bind]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    srv
+}
+
+/// `perf stream`'s arguments for `bytes` to `to_addr:port`, the sender giving up after
+/// `cap_secs`.
+pub fn stream_args(to_addr: &str, port: u16, bytes: u64, cap_secs: u32) -> Vec<String> {
+    let (port, cap, bytes) = (port.to_string(), cap_secs.to_string(), bytes.to_string());
+    [
+        "perf",
+        "stream",
+        to_addr,
+        "--port",
+        &port,
+        "--duration",
+        &cap,
+        "--bytes",
+        &bytes,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// Streams `bytes` from namespace `from` to a `perf server` on `port` in namespace `to`
 /// (address `to_addr`), the sender giving up after `cap_secs`; returns the sender's report, or
 /// its error output. Several can run at once on different ports.
@@ -238,23 +265,9 @@ pub fn flow(
     bytes: u64,
     cap_secs: u32,
 ) -> Result<serde_json::Value, String> {
-    let bind = format!("0.0.0.0:{port}");
-    let mut srv = run.spawn(to, &["perf", "server", "--once", "--bind", &bind]);
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let o = run.exec(
-        from,
-        &[
-            "perf",
-            "stream",
-            to_addr,
-            "--port",
-            &port.to_string(),
-            "--duration",
-            &cap_secs.to_string(),
-            "--bytes",
-            &bytes.to_string(),
-        ],
-    );
+    let mut srv = listen(run, to, port);
+    let args = stream_args(to_addr, port, bytes, cap_secs);
+    let o = run.exec(from, &args.iter().map(String::as_str).collect::<Vec<_>>());
     let _ = srv.kill();
     let _ = srv.wait();
     if !o.status.success() {
