@@ -656,3 +656,44 @@ fn adaptive_per_queue_engines_keep_their_timelines() {
         "one engine for both cuts queue 0's flow: {aggs} aggregates"
     );
 }
+
+/// Engines that a resize takes away flush what they hold and leave their counts in the
+/// statistics: the port's aggregation counters never go back.
+#[test]
+fn queues_resize_keeps_the_counts_of_engines_that_go() {
+    use pvnet_dd::lro::Queues;
+    let cfg = Config {
+        policy: Policy::Timeout { us: 500 },
+        max_flows: 32,
+        max_flows_per_dst: 32,
+        ticks_per_us: 1,
+        ..Config::default()
+    };
+    let mut q = Queues::new(cfg, 3);
+    let mut out = Vec::new();
+    for (e, port) in [(0usize, 40000u16), (1, 40001), (2, 40002)] {
+        for k in 0..4u32 {
+            let s = Seg::v4(1 + k * 1000, &[7; 1000]).with(|s| s.src_port = port);
+            q.queue(e)
+                .receive(s.build(), no_vnet(), 10 + u64::from(k), &mut out);
+        }
+    }
+    assert!(out.is_empty(), "the timeout holds every flow");
+    q.resize(1, 20, &mut out);
+    assert_eq!(q.len(), 1);
+    assert_eq!(out.len(), 2, "engines 1 and 2 flushed their aggregates");
+    assert_eq!(q.held(), 1, "engine 0 still holds its flow");
+    let st = q.stats();
+    assert_eq!((st.frames_in, st.segments_in), (12, 12), "{st:?}");
+    assert_eq!(st.aggregates_out, 2, "{st:?}");
+    q.flush_all(30, &mut out);
+    let st = q.stats();
+    assert_eq!(
+        (st.aggregates_out, st.flush_latency.count),
+        (3, 3),
+        "{st:?}"
+    );
+    assert_eq!(per_tuple(&out).len(), 3);
+    q.resize(2, 40, &mut out);
+    assert_eq!(q.stats().frames_in, 12, "growing keeps the counts too");
+}

@@ -10,6 +10,7 @@
 //! every queue gets its own engine ([`Queues::queue`]); what concerns them all (policy,
 //! deadlines, statistics, detaching leases, flushing) goes to each in turn.
 
+use super::stats::Counters;
 use super::{Config, Lro, LroStats, Mode, Policy};
 use crate::packet::Packet;
 
@@ -17,6 +18,8 @@ use crate::packet::Packet;
 #[derive(Debug)]
 pub struct Queues {
     engines: Vec<Lro>,
+    /// The counts of engines that [`Queues::resize`] took away: the statistics never go back.
+    retired: Option<Counters>,
 }
 
 impl Queues {
@@ -24,6 +27,7 @@ impl Queues {
     pub fn new(cfg: Config, n: usize) -> Queues {
         Queues {
             engines: (0..n.max(1)).map(|_| Lro::new(cfg.clone())).collect(),
+            retired: None,
         }
     }
 
@@ -38,12 +42,14 @@ impl Queues {
     }
 
     /// As many engines as the port has queues (at least one). Engines that go flush what
-    /// they hold into `out` (reason "shutdown"); new ones take the first engine's settings.
+    /// they hold into `out` (reason "shutdown") and leave their counts in [`Queues::stats`];
+    /// new ones take the first engine's settings.
     pub fn resize(&mut self, n: usize, now: u64, out: &mut Vec<Packet>) {
         let n = n.max(1);
         while self.engines.len() > n {
             if let Some(mut l) = self.engines.pop() {
                 l.flush_all(now, out);
+                self.retired.get_or_insert_with(Counters::new).absorb(&l.c);
             }
         }
         let cfg = self.engines[0].config().clone();
@@ -108,14 +114,15 @@ impl Queues {
         self.engines.iter().map(Lro::held).sum()
     }
 
-    /// The engines' counters added up (one flush latency histogram of them all).
+    /// The engines' counters added up, with those of engines that [`Queues::resize`] took
+    /// away (one flush latency histogram of them all).
     pub fn stats(&self) -> LroStats {
-        if let [one] = &self.engines[..] {
+        if let ([one], None) = (&self.engines[..], &self.retired) {
             return one.stats();
         }
-        let mut c = super::stats::Counters::new();
-        for l in &self.engines {
-            c.absorb(&l.c);
+        let mut c = Counters::new();
+        for l in self.engines.iter().map(|l| &l.c).chain(&self.retired) {
+            c.absorb(l);
         }
         c.snapshot(self.held(), self.engines[0].t.per_us)
     }
