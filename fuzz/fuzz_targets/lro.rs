@@ -6,6 +6,13 @@
 //! checksum; interleaved with `end_poll`, clock steps, `expire`, policy and mode changes and
 //! buffer detaches.
 //!
+//! As the daemon drives it: one engine per receive queue of the port (`lro::Queues`, one to
+//! three), a flow's frames always on one queue (by a hash of its 4-tuple, as the kernel's
+//! fanout keeps a guest's frames on its queue), each queue's frames stamped with their arrival
+//! times, which lag the daemon's clock by a fuzz-chosen backlog and never go back on a queue,
+//! while the end of a poll may be the clock's time (later than the frames after it); the
+//! engines' wall clock set before each frame and each end of poll; queues taken away and added.
+//!
 //! Invariants, checked after every input (the oracle of `crates/dd/tests/lro_prop.rs`, whose
 //! helpers `lro_common` this target includes rather than copies):
 //! - per TCP 4-tuple, the (seq, payload) sequence that comes out, once GSO aggregates are cut
@@ -25,11 +32,12 @@
 mod lro_common;
 
 use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use lro_common::*;
-use pvnet_dd::lro::{Config, Lro, Mode, Policy, HOLD_LIMIT_US};
+use pvnet_dd::lro::{Config, Mode, Policy, Queues, HOLD_LIMIT_US};
 use pvnet_dd::packet::Packet;
 use pvnet_wire::vnet::{self, VirtioNetHdr};
 
@@ -82,7 +90,66 @@ fn check_output(p: &Packet) {
     }
 }
 
+/// Most receive queues fuzzed.
+const MAX_QUEUES: usize = 3;
+
+/// The port's receive queues, each with its engine, its newest arrival time, its backlog
+/// behind the daemon's clock and the frames of its current poll.
+struct Port {
+    engines: Queues,
+    newest: Vec<u64>,
+    lag: [u64; MAX_QUEUES],
+    frames: Vec<usize>,
+    salt: u64,
+}
+
+impl Port {
+    /// The queue of `frame`: by its 4-tuple's hash when it parses as TCP (all of a flow's
+    /// frames on one queue), queue 0 otherwise. A tuple whose slot has no queue goes to 0.
+    fn queue_of(&self, frame: &[u8]) -> usize {
+        let slot = match pvnet_wire::parse_tcp(frame) {
+            Ok(m) => {
+                let mut h = DefaultHasher::new();
+                m.key.hash(&mut h);
+                h.finish().wrapping_add(self.salt) as usize % MAX_QUEUES
+            }
+            Err(_) => 0,
+        };
+        if slot < self.engines.len() {
+            slot
+        } else {
+            0
+        }
+    }
+
+    /// Offers `f` on its queue at its arrival time: its queue's backlog behind `now`, never
+    /// before the queue's newest frame.
+    fn receive(&mut self, f: Vec<u8>, v: VirtioNetHdr, now: u64, out: &mut Vec<Packet>) {
+        let q = self.queue_of(&f);
+        let at = self.newest[q].max(now.saturating_sub(self.lag[q]));
+        self.newest[q] = at;
+        self.frames[q] += 1;
+        let l = self.engines.queue(q);
+        l.set_wall(now);
+        l.receive(f, v, at, out);
+    }
+
+    /// As many queues as `n`; a queue that comes back starts a new timeline. Growing first
+    /// flushes every engine: a tuple whose slot gets its queue back moves to it, and the
+    /// daemon only resizes when it attaches a port, with nothing held.
+    fn resize(&mut self, n: usize, now: u64, out: &mut Vec<Packet>) {
+        if n > self.engines.len() {
+            self.engines.flush_all(now, out);
+        }
+        self.engines.resize(n, now, out);
+        self.newest.resize(n, 0);
+        self.frames.resize(n, 0);
+    }
+}
+
 fn run(u: &mut Unstructured<'_>) -> Result<()> {
+    let queues = u.int_in_range(1..=MAX_QUEUES)?;
+    let salt = u.arbitrary::<u64>()?;
     let mode0 = mode(u)?;
     let policy0 = policy(u)?;
     let max_flows = u.int_in_range(1..=4usize)?;
@@ -111,7 +178,7 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
         })
         .collect::<Result<_>>()?;
 
-    let mut lro = Lro::new(Config {
+    let cfg = Config {
         mode: mode0,
         policy: policy0,
         max_flows,
@@ -119,12 +186,18 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
         // the flows share one destination MAC) evicts its own oldest: that path is fuzzed too.
         max_flows_per_dst: (max_flows - 1).max(1),
         ticks_per_us: 1,
-    });
+    };
+    let mut port = Port {
+        engines: Queues::new(cfg, queues),
+        newest: vec![0; queues],
+        lag: [0; MAX_QUEUES],
+        frames: vec![0; queues],
+        salt,
+    };
     let mut now = 0u64;
     let mut out = Vec::new();
     let mut inputs = Vec::new();
     let mut exact: BTreeMap<(Vec<u8>, [u8; 10]), i64> = BTreeMap::new();
-    let mut frames = 0;
     let mut steps = 0;
     while !u.is_empty() && steps < 400 {
         steps += 1;
@@ -141,8 +214,7 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
                     count(&mut exact, &f, &v, 1);
                 }
                 inputs.push(Packet::linear(v, f.clone()));
-                lro.receive(f, v, now, &mut out);
-                frames += 1;
+                port.receive(f, v, now, &mut out);
             }
             7 => {
                 // A well-formed next segment with bytes flipped and maybe cut short.
@@ -161,8 +233,7 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
                     count(&mut exact, &f, &v, 1);
                 }
                 inputs.push(Packet::linear(v, f.clone()));
-                lro.receive(f, v, now, &mut out);
-                frames += 1;
+                port.receive(f, v, now, &mut out);
             }
             8 => {
                 // Raw bytes (an Ethernet header of the flows' MACs ahead half of the time).
@@ -186,41 +257,62 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
                     count(&mut exact, &f, &v, 1);
                 }
                 inputs.push(Packet::linear(v, f.clone()));
-                lro.receive(f, v, now, &mut out);
-                frames += 1;
+                port.receive(f, v, now, &mut out);
             }
             9 | 10 => {
-                lro.end_poll(frames, now, &mut out);
-                frames = 0;
+                // The end of one queue's poll: at its newest frame's time (frames left
+                // behind it) or at the daemon's clock (the queue emptied).
+                let q = u.choose_index(port.engines.len())?;
+                let end = if u.arbitrary::<bool>()? {
+                    port.newest[q]
+                } else {
+                    now
+                };
+                let l = port.engines.queue(q);
+                l.set_wall(now);
+                l.end_poll(std::mem::take(&mut port.frames[q]), end, &mut out);
             }
             11 | 12 => now += u.int_in_range(0..=150u64)?,
-            13 => lro.expire(now, &mut out),
-            14 => match u.int_in_range(0..=3u8)? {
-                0 => lro.set_policy(policy(u)?),
+            13 => port.engines.expire(now, &mut out),
+            14 => match u.int_in_range(0..=5u8)? {
+                0 => port.engines.set_policy(policy(u)?),
                 1 => {
                     let m = mode(u)?;
-                    lro.set_mode(m, now, &mut out)
+                    port.engines.set_mode(m, now, &mut out)
                 }
                 2 => {
-                    lro.detach_held();
+                    port.engines.detach_held();
+                }
+                3 => {
+                    port.engines.detach_newest();
+                }
+                4 => {
+                    let q = u.int_in_range(0..=MAX_QUEUES - 1)?;
+                    port.lag[q] = u.int_in_range(0..=2 * u64::from(HOLD_LIMIT_US))?;
                 }
                 _ => {
-                    lro.detach_newest();
+                    let n = u.int_in_range(1..=MAX_QUEUES)?;
+                    port.resize(n, now, &mut out);
                 }
             },
             _ => now += u64::from(HOLD_LIMIT_US) * u.int_in_range(0..=3u64)?,
         }
-        assert!(lro.held() <= max_flows, "more flows held than allowed");
-        if let Some(d) = lro.next_deadline() {
+        for q in 0..port.engines.len() {
+            assert!(
+                port.engines.queue(q).held() <= max_flows,
+                "more flows held than allowed"
+            );
+        }
+        if let Some(d) = port.engines.next_deadline() {
             assert!(
                 d <= now + u64::from(HOLD_LIMIT_US),
                 "deadline beyond the hold limit"
             );
         }
     }
-    lro.flush_all(now, &mut out);
-    assert_eq!(lro.held(), 0);
-    assert_eq!(lro.next_deadline(), None);
+    port.engines.flush_all(now, &mut out);
+    assert_eq!(port.engines.held(), 0);
+    assert_eq!(port.engines.next_deadline(), None);
 
     assert!(
         per_tuple(&out) == per_tuple(&inputs),
@@ -238,7 +330,7 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
         exact.values().all(|&c| c <= 0),
         "a refused frame came out changed"
     );
-    let st = lro.stats();
+    let st = port.engines.stats();
     assert_eq!(st.frames_in as usize, inputs.len());
     assert_eq!(st.frames_in, st.segments_in + st.passthrough);
     assert_eq!((st.aggregates_out + st.passthrough) as usize, out.len());
