@@ -99,8 +99,9 @@ ctl("reply_list", 3, {"List": ["state", "mac"]})
 write("ctl", "garbage", b"\x00{\"Xs\":")
 
 # ---------------------------------------------------------------- lro (Unstructured)
-def lro_header(mode=0, policy=(0,), max_flows=3, mss=(2, 2, 2, 2), chains=(0, 1)):
-    b = [mode]
+def lro_header(mode=0, policy=(0,), max_flows=3, mss=(2, 2, 2, 2), chains=(0, 1), queues=1):
+    b = [queues - 1] + [0] * 8  # receive queues, then the 4-tuple hash's salt (u64)
+    b += [mode]
     b += list(policy)
     b += [max_flows - 1]
     b += list(mss)
@@ -112,7 +113,22 @@ def frame(flow, kind, meta=0):
     return [0, flow, kind, meta]
 
 
-END_POLL, EXPIRE = [9], [13]
+# With one queue, the end of its poll at the clock's time (the choice of queue takes no byte).
+END_POLL, EXPIRE = [9, 0], [13]
+
+
+def end_poll(queue, at_newest=False):
+    """The end of `queue`'s poll (of three), at its newest frame's time or the clock's."""
+    return [9, queue, 1 if at_newest else 0]
+
+
+def lag(queue, us):
+    """Queue `queue`'s frames arrive `us` behind the clock (16-bit range: big-endian)."""
+    return [14, 4, queue, us >> 8, us & 0xFF]
+
+
+def resize(n):
+    return [14, 5, n - 1]
 
 
 def advance(us):
@@ -134,6 +150,13 @@ write("lro", "refusals", lro_header(mss=(0, 3, 5, 2)) + sum(
 write("lro", "adaptive_v6", lro_header(mode=1, policy=(3,), mss=(3, 3, 3, 3), chains=(2, 2))
       + [3] + sum([frame(3, 0) for _ in range(6)], []) + END_POLL + advance(30)
       + sum([frame(3, 0) for _ in range(6)], []) + END_POLL)
+
+# Three receive queues, two of them behind the clock, each poll ended at its newest frame or
+# the clock, then the port down to one queue (the engines that go flush and keep their counts).
+write("lro", "queues3", lro_header(policy=(3,), queues=3) + lag(1, 300) + lag(2, 40)
+      + sum([frame(f, 0, f % 3) for _ in range(3) for f in range(4)], [])
+      + end_poll(0) + end_poll(1, True) + end_poll(2) + advance(20)
+      + sum([frame(f, 0) for f in range(4)], []) + end_poll(1) + resize(1) + END_POLL)
 
 # ---------------------------------------------------------------- xenstore (Unstructured)
 WORDS = ["local", "domain", "0", "1", "2", "3", "backend", "vif", "device", "state", "a-b", "10"]
