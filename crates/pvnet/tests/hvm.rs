@@ -9,7 +9,23 @@ use crate::common::*;
 const HVM_ADDR: &str = "10.77.0.11";
 const PV_ADDR: &str = "10.77.0.10";
 const REMOTE_ADDR: &str = "10.77.0.1";
-const BYTES: u64 = 64 << 20;
+
+/// Bytes streamed each way on each path: 64 MiB, or `PVNET_HVM_BYTES` (issue 21 asks for
+/// 1 GiB, about half an hour on the three paths: run by hand, outside CI).
+fn stream_bytes() -> u64 {
+    match std::env::var("PVNET_HVM_BYTES") {
+        Err(_) => 64 << 20,
+        Ok(s) => match s.parse::<u64>() {
+            Ok(b) if b >= 1 << 20 => b,
+            _ => panic!("PVNET_HVM_BYTES={s:?}: want a byte count of at least 1048576"),
+        },
+    }
+}
+
+/// Seconds a stream of `bytes` may take: generous at 16 Mbit/s, the slowest path's pace.
+fn cap_secs(bytes: u64) -> u32 {
+    (120 + bytes / (2 << 20)) as u32
+}
 
 /// Streams `bytes` from the HVM guest (g1) to the remote host and checks every byte.
 fn stream_out(run: &Run, bytes: u64) {
@@ -21,7 +37,7 @@ fn stream_out(run: &Run, bytes: u64) {
             "stream",
             REMOTE_ADDR,
             "--duration",
-            "300",
+            &cap_secs(bytes).to_string(),
             "--bytes",
             &bytes.to_string(),
         ],
@@ -54,6 +70,7 @@ fn an_hvm_guest_talks_to_a_pv_guest_and_the_remote_host_on_every_path() {
     if skip_unless_root("an_hvm_guest_talks_to_a_pv_guest_and_the_remote_host_on_every_path") {
         return;
     }
+    let bytes = stream_bytes();
     for path in ["original", "seed", "max"] {
         let run = Run::up(&["--guests", "1", "--hvm", "1", "--hvm-path", path]);
         ping(&run, "remote", HVM_ADDR, 5);
@@ -81,12 +98,17 @@ fn an_hvm_guest_talks_to_a_pv_guest_and_the_remote_host_on_every_path() {
         let _ = srv.wait();
 
         let t = std::time::Instant::now();
-        stream_intact(&run, "g1", HVM_ADDR, BYTES);
+        stream_intact_capped(&run, "g1", HVM_ADDR, bytes, cap_secs(bytes));
         println!(
-            "{path}: {BYTES} bytes into the HVM guest in {:.1} s",
+            "{path}: {bytes} bytes into the HVM guest in {:.1} s",
             t.elapsed().as_secs_f64()
         );
-        stream_out(&run, BYTES);
+        let t = std::time::Instant::now();
+        stream_out(&run, bytes);
+        println!(
+            "{path}: {bytes} bytes out of the HVM guest in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
 
         // Let the processes' periodic reports arrive.
         std::thread::sleep(std::time::Duration::from_millis(1200));
@@ -99,11 +121,11 @@ fn an_hvm_guest_talks_to_a_pv_guest_and_the_remote_host_on_every_path() {
         let g = &h["guest"];
         let v = &g["vcpu"];
         // More than the streams' worth of frames crossed the card each way.
-        assert!(u(&dm["frames_in"]) > BYTES / 1514, "{dm}");
-        assert!(u(&dm["frames_out"]) > BYTES / 1514, "{dm}");
+        assert!(u(&dm["frames_in"]) > bytes / 1514, "{dm}");
+        assert!(u(&dm["frames_out"]) > bytes / 1514, "{dm}");
         assert_eq!(u(&dm["server"]["refused_bad_ptr"]), 0);
         assert!(u(&dm["rep_reads"]) > 0 && u(&dm["rep_writes"]) > 0);
-        assert!(u(&g["frames_in"]) > BYTES / 1514, "{g}");
+        assert!(u(&g["frames_in"]) > bytes / 1514, "{g}");
         assert!(u(&g["interrupts"]) > 0);
         match path {
             "original" => assert_eq!(u(&v["served_at_trap"]), 0, "{v}"),

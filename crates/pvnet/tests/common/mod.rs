@@ -197,8 +197,13 @@ pub fn u(v: &serde_json::Value) -> u64 {
 /// Streams `bytes` from the remote host to `addr`, served in namespace `role`, and checks that
 /// every byte arrived intact.
 pub fn stream_intact(run: &Run, role: &str, addr: &str, bytes: u64) {
+    stream_intact_capped(run, role, addr, bytes, 120)
+}
+
+/// [`stream_intact`], the sender giving up after `cap_secs` seconds.
+pub fn stream_intact_capped(run: &Run, role: &str, addr: &str, bytes: u64, cap_secs: u32) {
     let mut srv = server(run, role, addr);
-    let v = stream(run, addr, bytes);
+    let v = stream_capped(run, addr, bytes, cap_secs);
     assert_eq!(v["sent"].as_u64(), Some(bytes));
     assert_eq!(
         v["receiver"]["bytes"].as_u64(),
