@@ -29,28 +29,15 @@ fn cap_secs(bytes: u64) -> u32 {
 
 /// Streams `bytes` from the HVM guest (g1) to the remote host and checks every byte.
 fn stream_out(run: &Run, bytes: u64) {
-    let mut srv = server(run, "remote", REMOTE_ADDR);
-    let o = run.exec(
-        "g1",
-        &[
-            "perf",
-            "stream",
-            REMOTE_ADDR,
-            "--duration",
-            &cap_secs(bytes).to_string(),
-            "--bytes",
-            &bytes.to_string(),
-        ],
-    );
-    assert!(
-        o.status.success(),
-        "stream out of the HVM guest failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stream json");
-    assert_eq!(v["receiver"]["bytes"].as_u64(), Some(bytes), "{v}");
-    assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0), "{v}");
-    let _ = srv.wait();
+    let v = flow(
+        run,
+        ("g1", "remote", REMOTE_ADDR),
+        5201,
+        bytes,
+        cap_secs(bytes),
+    )
+    .unwrap_or_else(|e| panic!("stream out of the HVM guest failed: {e}"));
+    assert_intact(&v, bytes);
     println!("out of the HVM guest: {:.1} Mbit/s", v["receiver"]["mbps"]);
 }
 

@@ -79,10 +79,7 @@ fn a_killed_guest_is_reclaimed_and_the_others_go_on() {
     let kept = std::thread::scope(|s| {
         let kept = s.spawn(|| flow(&run, ("remote", "g0", "10.77.0.10"), 5201, bytes, 120));
         let args = stream_args("10.77.0.11", 5202, bytes, 120);
-        let mut cut = run.spawn(
-            "remote",
-            &args.iter().map(String::as_str).collect::<Vec<_>>(),
-        );
+        let mut cut = run.spawn("remote", &args);
         // Both streams are under way: guest 1 dies.
         std::thread::sleep(std::time::Duration::from_millis(1500));
         nix::sys::signal::kill(

@@ -83,21 +83,15 @@ impl Run {
     }
 
     /// Runs `pvnet <args>` inside namespace role `role` of this run.
-    pub fn exec(&self, role: &str, args: &[&str]) -> Output {
+    pub fn exec(&self, role: &str, args: &[impl AsRef<str>]) -> Output {
         let mut a = vec!["exec", "--id", &self.id, role, exe()];
-        a.extend_from_slice(args);
+        a.extend(args.iter().map(AsRef::as_ref));
         pvnet(&a)
     }
 
-    pub fn spawn(&self, role: &str, args: &[&str]) -> std::process::Child {
-        let mut a = vec![
-            "exec".to_string(),
-            "--id".into(),
-            self.id.clone(),
-            role.into(),
-            exe().into(),
-        ];
-        a.extend(args.iter().map(|s| s.to_string()));
+    pub fn spawn(&self, role: &str, args: &[impl AsRef<str>]) -> std::process::Child {
+        let mut a = vec!["exec", "--id", &self.id, role, exe()];
+        a.extend(args.iter().map(AsRef::as_ref));
         Command::new(exe())
             .args(&a)
             .stdout(std::process::Stdio::piped())
@@ -203,14 +197,7 @@ pub fn stream_intact(run: &Run, role: &str, addr: &str, bytes: u64) {
 /// [`stream_intact`], the sender giving up after `cap_secs` seconds.
 pub fn stream_intact_capped(run: &Run, role: &str, addr: &str, bytes: u64, cap_secs: u32) {
     let mut srv = server(run, role, addr);
-    let v = stream_capped(run, addr, bytes, cap_secs);
-    assert_eq!(v["sent"].as_u64(), Some(bytes));
-    assert_eq!(
-        v["receiver"]["bytes"].as_u64(),
-        Some(bytes),
-        "receiver verified {v}"
-    );
-    assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0), "{v}");
+    assert_intact(&stream_capped(run, addr, bytes, cap_secs), bytes);
     let _ = srv.wait();
 }
 
@@ -272,7 +259,7 @@ pub fn flow(
 ) -> Result<serde_json::Value, String> {
     let mut srv = listen(run, to, port);
     let args = stream_args(to_addr, port, bytes, cap_secs);
-    let o = run.exec(from, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let o = run.exec(from, &args);
     let _ = srv.kill();
     let _ = srv.wait();
     if !o.status.success() {
