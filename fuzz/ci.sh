@@ -7,9 +7,21 @@
 # Without a nightly toolchain or cargo-fuzz (and unable to install them) it says so loudly and
 # exits 0: the fuzz targets are extra checks, the tests and lints are the gate.
 #
+# Usage: fuzz/ci.sh [build|run] (default: both). `build` only builds the targets; `run` runs
+# them (building first if needed). .ci/run builds beside the tests and runs after them.
+#
 # Environment: FUZZ_SECONDS (default 5) per target; FUZZ_TARGETS (default: all) to pick some.
 set -uo pipefail
 cd "$(dirname "$0")"
+
+phase=${1:-all}
+case $phase in
+    all | build | run) ;;
+    *)
+        echo "fuzz/ci.sh: unknown phase '$phase': want build, run or nothing (both)" >&2
+        exit 2
+        ;;
+esac
 
 skip() {
     echo "################################################################################" >&2
@@ -31,7 +43,13 @@ fi
 seconds=${FUZZ_SECONDS:-5}
 targets=${FUZZ_TARGETS:-$(cargo fuzz list)}
 set -e
-cargo +nightly fuzz build
+if [[ $phase != run ]]; then
+    cargo +nightly fuzz build
+fi
+if [[ $phase == build ]]; then
+    echo "fuzz/ci.sh: built $(echo $targets)"
+    exit 0
+fi
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 failed=()
