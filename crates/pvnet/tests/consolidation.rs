@@ -41,7 +41,7 @@ fn f(v: &serde_json::Value, what: &str) -> f64 {
 }
 
 /// Every row of the printed table has a number in every column (no dash).
-fn table_filled(stdout: &str, title: &str, columns: &[&str]) {
+pub(crate) fn table_filled(stdout: &str, title: &str, columns: &[&str]) {
     let t = stdout
         .split(title)
         .nth(1)
@@ -152,6 +152,60 @@ fn scenario_arguments_are_checked() {
     let o = pvnet(&["bench", "--scenario", "mixed", "--guests", "4"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
+    // With --sweep guests the workloads follow the sweep; their arguments are checked before
+    // the sweep starts.
+    for (args, says) in [
+        (
+            &["--sweep", "timeout", "--scenario", "mixed"][..],
+            "not with another --sweep",
+        ),
+        (
+            &["--scenario", "mixed", "--scenario-configs", "xen"],
+            "--scenario-configs belongs to --sweep guests",
+        ),
+        (
+            &["--scenario", "mixed", "--paired-rounds", "3"],
+            "--paired-rounds belongs to",
+        ),
+        (
+            &[
+                "--sweep",
+                "guests",
+                "--scenario",
+                "mixed",
+                "--scenario-configs",
+                "linux",
+            ],
+            "compares flush policies",
+        ),
+        (
+            &[
+                "--sweep",
+                "guests",
+                "--scenario",
+                "mixed",
+                "--restarts",
+                "2",
+            ],
+            "--restarts belongs to --scenario restart",
+        ),
+        (
+            &[
+                "--sweep",
+                "guests",
+                "--scenario",
+                "mixed",
+                "--json",
+                "/tmp/x.json",
+            ],
+            "--json writes one run's results",
+        ),
+    ] {
+        let o = pvnet(&[&["bench"][..], args].concat());
+        assert!(!o.status.success(), "{args:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(says), "{args:?}: {e}");
+    }
 }
 
 #[test]

@@ -1,13 +1,16 @@
 //! `pvnet bench --sweep guests`: the consolidation goals judged in the report, per repetition
 //! on fresh testbeds and on standing testbeds whose streams are switched on and off in slices
-//! (`pvnet perf streams`); every stream verified. Needs root (namespaces, veth, TAP).
+//! (`pvnet perf streams`); every stream verified; then, in the same run, a workload of
+//! `--scenario`. Needs root (namespaces, veth, TAP).
 
 use crate::common::*;
 
 #[test]
-fn a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one() {
+fn a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one_then_runs_a_workload() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if skip_unless_root("a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one") {
+    if skip_unless_root(
+        "a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one_then_runs_a_workload",
+    ) {
         return;
     }
     let out = std::env::temp_dir().join(format!("pvnet-scaling-{}", unique_id()));
@@ -26,6 +29,14 @@ fn a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one() {
         "0",
         "--scaling-rounds",
         "4",
+        // Issue 22's study in one run: the mixed host after the sweep, with its own
+        // configuration and its own (quick) repetitions, not the sweep's.
+        "--scenario",
+        "mixed",
+        "--scenario-configs",
+        "adaptive",
+        "--stream-pace",
+        "400",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -131,6 +142,31 @@ fn a_guest_sweep_judges_the_goals_on_fresh_testbeds_and_on_one() {
         assert!(text.contains("its floor in this run"), "{text}");
         assert!(text.contains("senders' bytes in flight"), "{text}");
     }
+
+    // The workload ran after the sweep, into the same directory, and report.md links it.
+    assert!(
+        report.contains("[scenario-mixed.md](scenario-mixed.md)"),
+        "{report}"
+    );
+    crate::consolidation::table_filled(&stdout, "Mixed host:", &["adaptive"]);
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("scenario-mixed.json")).unwrap())
+            .unwrap();
+    assert_eq!(m["configs"], serde_json::json!(["adaptive"]), "{m}");
+    assert_eq!(
+        m["params"]["reps"], 1,
+        "quick's, not the sweep's --reps 2: {m}"
+    );
+    assert_eq!(m["params"]["stream_pace_mbps"], 400);
+    let samples = m["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 1, "{m}");
+    for leg in ["quiet", "loaded"] {
+        let l = &samples[0][leg];
+        assert_eq!(l["errors"].as_array().unwrap().len(), 0, "{l}");
+        assert!(l["rr"]["transactions"].as_u64().unwrap() > 0, "{l}");
+    }
+    assert!(samples[0]["loaded"]["bytes"].as_u64().unwrap() > 0);
+    assert_run_gone(samples[0]["run_id"].as_str().unwrap());
     std::fs::remove_dir_all(&out).unwrap();
 }
 

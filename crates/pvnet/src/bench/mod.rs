@@ -194,9 +194,16 @@ pub struct BenchArgs {
     /// (default xen,lro,da,timeout,adaptive); `restart` (the driver domain restarted idle and
     /// under verified TCP and paced UDP streams: reconnection times and what the guests lose;
     /// default configurations xen,adaptive). Each writes scenario-NAME.md and
-    /// scenario-NAME.json; see docs/consolidation.md and docs/restart.md.
-    #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["sweep", "guests", "direction", "paired_rounds"])]
+    /// scenario-NAME.json; see docs/consolidation.md and docs/restart.md. With `--sweep
+    /// guests`, issue 22's whole study in one run: the sweep first (its report.md, with
+    /// --configs, --reps and --duration), then these workloads in the same --out, with their
+    /// own defaults and --scenario-configs.
+    #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["guests", "direction"])]
     pub scenario: Vec<ScenarioKind>,
+    /// With `--sweep guests --scenario ...`: the workloads' configurations (default: each
+    /// workload's own, as for --configs without --sweep).
+    #[arg(long)]
+    pub scenario_configs: Option<String>,
     /// `--scenario restart`: restarts idle, and in each leg with restarts (1 to 20; default 3).
     #[arg(long)]
     pub restarts: Option<usize>,
@@ -239,6 +246,17 @@ pub enum ScenarioKind {
     /// The driver domain restarted, idle and under load: reconnection times, what the guests'
     /// streams lose.
     Restart,
+}
+
+impl ScenarioKind {
+    /// As on the command line, and in scenario-NAME.md.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScenarioKind::Neighbour => "neighbour",
+            ScenarioKind::Mixed => "mixed",
+            ScenarioKind::Restart => "restart",
+        }
+    }
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -314,14 +332,41 @@ fn preflight(configs: &[String], tool: Tool) -> Result<()> {
 }
 
 fn run_bench(args: BenchArgs) -> Result<()> {
-    if !args.scenario.is_empty() {
-        return run_scenarios(&args);
+    if args.scenario_configs.is_some() && (args.scenario.is_empty() || args.sweep.is_none()) {
+        bail!("--scenario-configs belongs to --sweep guests with --scenario (without --sweep, the workloads take --configs)");
     }
-    if args.restarts.is_some() {
-        bail!("--restarts belongs to --scenario restart");
-    }
-    if args.stream_pace.is_some() {
-        bail!("--stream-pace belongs to --scenario mixed");
+    // Issue 22's study in one run: the guest sweep, then the workloads, in one --out.
+    let scenarios = match (args.scenario.is_empty(), args.sweep) {
+        (true, _) => None,
+        (false, None) => {
+            if args.paired_rounds.is_some() {
+                bail!(
+                    "--paired-rounds belongs to the tables and --sweep guests, not to --scenario"
+                );
+            }
+            let plan = plan_scenarios(&args)?;
+            return run_scenarios(plan, &args);
+        }
+        (false, Some(SweepKind::Guests)) => {
+            if args.json.is_some() {
+                bail!("--json writes one run's results: with --sweep guests and --scenario, results.json and every scenario-NAME.json are in --out");
+            }
+            let mut only = args.clone();
+            only.configs = args.scenario_configs.clone();
+            (only.reps, only.duration, only.rr_duration) = (None, None, None);
+            Some((plan_scenarios(&only)?, only))
+        }
+        (false, Some(_)) => {
+            bail!("--scenario runs alone or after --sweep guests, not with another --sweep")
+        }
+    };
+    if scenarios.is_none() {
+        if args.restarts.is_some() {
+            bail!("--restarts belongs to --scenario restart");
+        }
+        if args.stream_pace.is_some() {
+            bail!("--stream-pace belongs to --scenario mixed");
+        }
     }
     if args.sweep == Some(SweepKind::RecordSize) {
         return run_record_sweep(&args);
@@ -334,6 +379,9 @@ fn run_bench(args: BenchArgs) -> Result<()> {
     }
     let plan = Plan::new(&args)?;
     preflight(&plan.configs, args.tool)?;
+    if let Some((sp, _)) = &scenarios {
+        preflight(&sp.all_configs(), Tool::Builtin)?;
+    }
     interrupt::install()?;
     let (out, started) = output::out_dir(args.out.as_deref(), "bench-out", "")?;
     let (started_utc, started_unix) = (started.utc, started.unix);
@@ -376,12 +424,43 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         one_testbed,
         one_testbed_errors,
     };
-    present(&run, &args, &out)
+    let swept = present(&run, &args, &out);
+    let Some((sp, sargs)) = scenarios else {
+        return swept;
+    };
+    // The workloads run even when the sweep had errors (which are reported, with theirs, at
+    // the end); not after an interrupt.
+    if let Err(i) = interrupt::check() {
+        return swept.and(Err(i.into()));
+    }
+    let kinds: Vec<&str> = sp.plans.iter().map(|(k, _)| k.name()).collect();
+    let scenarios = run_scenarios_in(sp, &sargs, &out);
+    output::append_scenarios(&out, &kinds)?;
+    match (swept, scenarios) {
+        (Ok(()), r) | (r, Ok(())) => r,
+        (Err(a), Err(b)) => bail!("{a:#}; and {b:#}"),
+    }
 }
 
-/// `--scenario`: the workloads of issue 22 ([`scenario`], [`restart`]), one after the other.
-/// Every one runs even when an earlier one had errors; the errors are reported at the end.
-fn run_scenarios(args: &BenchArgs) -> Result<()> {
+/// The checked plan of `--scenario`: each workload with its configurations and the
+/// parameters they share.
+struct ScenarioPlan {
+    plans: Vec<(ScenarioKind, Vec<String>)>,
+    reps: usize,
+    stream_seconds: f64,
+    rr_seconds: f64,
+    restarts: usize,
+    port: configs::PortParams,
+}
+
+impl ScenarioPlan {
+    fn all_configs(&self) -> Vec<String> {
+        self.plans.iter().flat_map(|(_, c)| c.clone()).collect()
+    }
+}
+
+/// Checks everything `--scenario` was given, before anything starts.
+fn plan_scenarios(args: &BenchArgs) -> Result<ScenarioPlan> {
     let kinds = &args.scenario;
     if (1..kinds.len()).any(|i| kinds[..i].contains(&kinds[i])) {
         bail!("--scenario names each workload once");
@@ -429,8 +508,19 @@ fn run_scenarios(args: &BenchArgs) -> Result<()> {
         };
         plans.push((k, configs));
     }
-    let all: Vec<String> = plans.iter().flat_map(|(_, c)| c.clone()).collect();
-    preflight(&all, Tool::Builtin)?;
+    Ok(ScenarioPlan {
+        plans,
+        reps,
+        stream_seconds,
+        rr_seconds,
+        restarts,
+        port: port_params(args)?,
+    })
+}
+
+/// `--scenario`: the workloads of issue 22 ([`scenario`], [`restart`]), one after the other.
+fn run_scenarios(plan: ScenarioPlan, args: &BenchArgs) -> Result<()> {
+    preflight(&plan.all_configs(), Tool::Builtin)?;
     interrupt::install()?;
     let (out, _) = output::out_dir(args.out.as_deref(), "bench-out", "")?;
     let others = crate::rundir::live_runs();
@@ -440,7 +530,20 @@ fn run_scenarios(args: &BenchArgs) -> Result<()> {
             others.join(", ")
         );
     }
-    let port = port_params(args)?;
+    run_scenarios_in(plan, args, &out)
+}
+
+/// Runs every workload of `plan` into `out`. Every one runs even when an earlier one had
+/// errors; the errors are reported at the end.
+fn run_scenarios_in(plan: ScenarioPlan, args: &BenchArgs, out: &Path) -> Result<()> {
+    let ScenarioPlan {
+        plans,
+        reps,
+        stream_seconds,
+        rr_seconds,
+        restarts,
+        port,
+    } = plan;
     let mut failed = Vec::new();
     for (k, configs) in plans {
         let (name, json, bad) = match k {
@@ -454,7 +557,7 @@ fn run_scenarios(args: &BenchArgs) -> Result<()> {
                     udp_pps: restart::UDP_PPS,
                     port,
                 };
-                let run = restart::run(configs, params, &out)?;
+                let run = restart::run(configs, params, out)?;
                 let bad: Vec<String> = (run.samples.iter())
                     .filter(|s| !s.all_errors().is_empty())
                     .map(|s| format!("{} rep {}", s.config, s.rep))
@@ -478,7 +581,7 @@ fn run_scenarios(args: &BenchArgs) -> Result<()> {
                         .flatten(),
                     port,
                 };
-                let run = scenario::run(configs, params, &out)?;
+                let run = scenario::run(configs, params, out)?;
                 let bad: Vec<String> = (run.samples.iter())
                     .filter(|s| !s.quiet.errors.is_empty() || !s.loaded.errors.is_empty())
                     .map(|s| format!("{} rep {}", s.config, s.rep))

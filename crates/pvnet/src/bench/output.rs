@@ -34,6 +34,30 @@ pub fn out_dir(given: Option<&Path>, root: &str, prefix: &str) -> Result<(PathBu
     Ok((out, Started { unix, utc }))
 }
 
+/// After `--sweep guests --scenario ...`: report.md links the workloads' reports, which the
+/// same run wrote next to it (those that got as far as writing one).
+pub fn append_scenarios(out: &Path, kinds: &[&str]) -> Result<()> {
+    use std::fmt::Write as _;
+    let mut text = String::from(
+        "\n## Issue 22's workloads, in the same run\n\nAfter the sweep above, on fresh testbeds of two guests:\n\n",
+    );
+    for k in kinds {
+        let md = format!("scenario-{k}.md");
+        if out.join(&md).exists() {
+            let _ = writeln!(text, "- `{k}`: [{md}]({md}), scenario-{k}.json");
+        } else {
+            let _ = writeln!(text, "- `{k}`: no report (see the errors above)");
+        }
+    }
+    let report = out.join("report.md");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&report)
+        .with_context(|| format!("opening {}", report.display()))?;
+    std::io::Write::write_all(&mut f, text.as_bytes())
+        .with_context(|| format!("writing {}", report.display()))
+}
+
 /// results.json: the machine, the parameters, the summary of each configuration, the sweep,
 /// and every raw sample (warm-up included, marked).
 pub fn results_json(run: &Run) -> Value {
