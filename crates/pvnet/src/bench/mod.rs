@@ -434,8 +434,9 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         return swept.and(Err(i.into()));
     }
     let kinds: Vec<&str> = sp.plans.iter().map(|(k, _)| k.name()).collect();
-    let scenarios = run_scenarios_in(sp, &sargs, &out);
-    output::append_scenarios(&out, &kinds)?;
+    let mut written = Vec::new();
+    let scenarios = run_scenarios_in(sp, &sargs, &out, &mut written);
+    output::append_scenarios(&out, &kinds, &written)?;
     match (swept, scenarios) {
         (Ok(()), r) | (r, Ok(())) => r,
         (Err(a), Err(b)) => bail!("{a:#}; and {b:#}"),
@@ -530,12 +531,18 @@ fn run_scenarios(plan: ScenarioPlan, args: &BenchArgs) -> Result<()> {
             others.join(", ")
         );
     }
-    run_scenarios_in(plan, args, &out)
+    run_scenarios_in(plan, args, &out, &mut Vec::new())
 }
 
-/// Runs every workload of `plan` into `out`. Every one runs even when an earlier one had
-/// errors; the errors are reported at the end.
-fn run_scenarios_in(plan: ScenarioPlan, args: &BenchArgs, out: &Path) -> Result<()> {
+/// Runs every workload of `plan` into `out`, adding to `written` the name of each whose
+/// scenario-NAME.md it wrote. Every one runs even when an earlier one had errors in its
+/// samples; those are reported at the end.
+fn run_scenarios_in(
+    plan: ScenarioPlan,
+    args: &BenchArgs,
+    out: &Path,
+    written: &mut Vec<&'static str>,
+) -> Result<()> {
     let ScenarioPlan {
         plans,
         reps,
@@ -589,6 +596,7 @@ fn run_scenarios_in(plan: ScenarioPlan, args: &BenchArgs, out: &Path) -> Result<
                 (sc.name(), serde_json::to_string_pretty(&run)?, bad)
             }
         };
+        written.push(name);
         if let Some(j) = &args.json {
             std::fs::write(j, json).with_context(|| format!("writing {}", j.display()))?;
         }

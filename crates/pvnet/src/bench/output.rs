@@ -34,28 +34,34 @@ pub fn out_dir(given: Option<&Path>, root: &str, prefix: &str) -> Result<(PathBu
     Ok((out, Started { unix, utc }))
 }
 
-/// After `--sweep guests --scenario ...`: report.md links the workloads' reports, which the
-/// same run wrote next to it (those that got as far as writing one).
-pub fn append_scenarios(out: &Path, kinds: &[&str]) -> Result<()> {
-    use std::fmt::Write as _;
-    let mut text = String::from(
-        "\n## Issue 22's workloads, in the same run\n\nAfter the sweep above, on fresh testbeds of two guests:\n\n",
-    );
-    for k in kinds {
-        let md = format!("scenario-{k}.md");
-        if out.join(&md).exists() {
-            let _ = writeln!(text, "- `{k}`: [{md}]({md}), scenario-{k}.json");
-        } else {
-            let _ = writeln!(text, "- `{k}`: no report (see the errors above)");
-        }
-    }
+/// After `--sweep guests --scenario ...`: report.md links the workloads' reports that this run
+/// wrote next to it (`written`), and says which of `kinds` wrote none.
+pub fn append_scenarios(out: &Path, kinds: &[&str], written: &[&str]) -> Result<()> {
     let report = out.join("report.md");
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .open(&report)
         .with_context(|| format!("opening {}", report.display()))?;
-    std::io::Write::write_all(&mut f, text.as_bytes())
+    std::io::Write::write_all(&mut f, scenarios_section(kinds, written).as_bytes())
         .with_context(|| format!("writing {}", report.display()))
+}
+
+fn scenarios_section(kinds: &[&str], written: &[&str]) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::from(
+        "\n## Issue 22's workloads, in the same run\n\nAfter the sweep above, each on fresh testbeds of two guests:\n\n",
+    );
+    for k in kinds {
+        if written.contains(k) {
+            let _ = writeln!(
+                text,
+                "- `{k}`: [scenario-{k}.md](scenario-{k}.md), scenario-{k}.json"
+            );
+        } else {
+            let _ = writeln!(text, "- `{k}`: did not complete (see the bench's errors)");
+        }
+    }
+    text
 }
 
 /// results.json: the machine, the parameters, the summary of each configuration, the sweep,
@@ -204,4 +210,27 @@ pub fn write_outputs(run: &Run, out: &Path, json_copy: Option<&Path>) -> Result<
         plot::guests(&out.join("guests.svg"), &lines).context("guests.svg")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scenarios_section_links_only_what_this_run_wrote() {
+        let t = scenarios_section(
+            &["neighbour", "mixed", "restart"],
+            &["neighbour", "restart"],
+        );
+        assert!(
+            t.contains("[scenario-neighbour.md](scenario-neighbour.md)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("[scenario-restart.md](scenario-restart.md)"),
+            "{t}"
+        );
+        assert!(t.contains("- `mixed`: did not complete"), "{t}");
+        assert!(!t.contains("scenario-mixed.md"), "{t}");
+    }
 }
