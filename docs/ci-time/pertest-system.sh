@@ -1,7 +1,10 @@
 #!/bin/bash
-bin=/work/main/target/release/deps/system-7748dca564fdd74c
-cd /work/main/crates/pvnet
-for t in $($bin --list 2>/dev/null | grep ': test$' | sed 's/: test$//'); do
-  r=$(/work/runs/cpuwrap.sh $bin "$t" --exact)
-  echo "$t $r"
+# Every test of the `system` binary alone, timed with the share of both CPUs busy meanwhile:
+#   cargo test --release -p pvnet --test system --no-run   # prints the binary's path
+#   pertest-system.sh target/release/deps/system-<hash> > per-test.txt
+bin=$(realpath "${1:?usage: pertest-system.sh path/to/the/system/test/binary}")
+here=$(dirname "$(realpath "$0")")
+cd "$(dirname "$bin")/../../../crates/pvnet" || exit 1
+for t in $("$bin" --list 2>/dev/null | grep ': test$' | sed 's/: test$//'); do
+    echo "$t $("$here/cpuwrap.sh" "$bin" "$t" --exact)"
 done
