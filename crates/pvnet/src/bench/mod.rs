@@ -248,17 +248,6 @@ pub enum ScenarioKind {
     Restart,
 }
 
-impl ScenarioKind {
-    /// As on the command line, and in scenario-NAME.md.
-    pub fn name(self) -> &'static str {
-        match self {
-            ScenarioKind::Neighbour => "neighbour",
-            ScenarioKind::Mixed => "mixed",
-            ScenarioKind::Restart => "restart",
-        }
-    }
-}
-
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Directions {
     Rx,
@@ -433,10 +422,16 @@ fn run_bench(args: BenchArgs) -> Result<()> {
     if let Err(i) = interrupt::check() {
         return swept.and(Err(i.into()));
     }
-    let kinds: Vec<&str> = sp.plans.iter().map(|(k, _)| k.name()).collect();
+    let kinds: Vec<ScenarioKind> = sp.plans.iter().map(|(k, _)| *k).collect();
     let mut written = Vec::new();
     let scenarios = run_scenarios_in(sp, &sargs, &out, &mut written);
-    output::append_scenarios(&out, &kinds, &written)?;
+    let done: Vec<(String, bool)> = (kinds.iter())
+        .map(|k| {
+            let name = clap::ValueEnum::to_possible_value(k).map(|v| v.get_name().to_owned());
+            (name.unwrap_or_default(), written.contains(k))
+        })
+        .collect();
+    output::append_scenarios(&out, &done)?;
     match (swept, scenarios) {
         (Ok(()), r) | (r, Ok(())) => r,
         (Err(a), Err(b)) => bail!("{a:#}; and {b:#}"),
@@ -534,14 +529,14 @@ fn run_scenarios(plan: ScenarioPlan, args: &BenchArgs) -> Result<()> {
     run_scenarios_in(plan, args, &out, &mut Vec::new())
 }
 
-/// Runs every workload of `plan` into `out`, adding to `written` the name of each whose
-/// scenario-NAME.md it wrote. Every one runs even when an earlier one had errors in its
+/// Runs every workload of `plan` into `out`, adding to `written` each whose scenario-NAME.md
+/// it wrote. Every one runs even when an earlier one had errors in its
 /// samples; those are reported at the end.
 fn run_scenarios_in(
     plan: ScenarioPlan,
     args: &BenchArgs,
     out: &Path,
-    written: &mut Vec<&'static str>,
+    written: &mut Vec<ScenarioKind>,
 ) -> Result<()> {
     let ScenarioPlan {
         plans,
@@ -596,7 +591,7 @@ fn run_scenarios_in(
                 (sc.name(), serde_json::to_string_pretty(&run)?, bad)
             }
         };
-        written.push(name);
+        written.push(k);
         if let Some(j) = &args.json {
             std::fs::write(j, json).with_context(|| format!("writing {}", j.display()))?;
         }

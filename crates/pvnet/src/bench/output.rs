@@ -35,24 +35,25 @@ pub fn out_dir(given: Option<&Path>, root: &str, prefix: &str) -> Result<(PathBu
 }
 
 /// After `--sweep guests --scenario ...`: report.md links the workloads' reports that this run
-/// wrote next to it (`written`), and says which of `kinds` wrote none.
-pub fn append_scenarios(out: &Path, kinds: &[&str], written: &[&str]) -> Result<()> {
+/// wrote next to it, and says which workloads wrote none. `done`: each workload's name and
+/// whether this run wrote its scenario-NAME.md.
+pub fn append_scenarios(out: &Path, done: &[(String, bool)]) -> Result<()> {
     let report = out.join("report.md");
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .open(&report)
         .with_context(|| format!("opening {}", report.display()))?;
-    std::io::Write::write_all(&mut f, scenarios_section(kinds, written).as_bytes())
+    std::io::Write::write_all(&mut f, scenarios_section(done).as_bytes())
         .with_context(|| format!("writing {}", report.display()))
 }
 
-fn scenarios_section(kinds: &[&str], written: &[&str]) -> String {
+fn scenarios_section(done: &[(String, bool)]) -> String {
     use std::fmt::Write as _;
     let mut text = String::from(
         "\n## Issue 22's workloads, in the same run\n\nAfter the sweep above, each on fresh testbeds of two guests:\n\n",
     );
-    for k in kinds {
-        if written.contains(k) {
+    for (k, wrote) in done {
+        if *wrote {
             let _ = writeln!(
                 text,
                 "- `{k}`: [scenario-{k}.md](scenario-{k}.md), scenario-{k}.json"
@@ -218,10 +219,9 @@ mod tests {
 
     #[test]
     fn the_scenarios_section_links_only_what_this_run_wrote() {
-        let t = scenarios_section(
-            &["neighbour", "mixed", "restart"],
-            &["neighbour", "restart"],
-        );
+        let done = [("neighbour", true), ("mixed", false), ("restart", true)]
+            .map(|(k, w)| (k.to_string(), w));
+        let t = scenarios_section(&done);
         assert!(
             t.contains("[scenario-neighbour.md](scenario-neighbour.md)"),
             "{t}"
