@@ -385,8 +385,13 @@ fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
         for k in ["random_read_ns_8mib", "random_read_ns_64mib"] {
             assert!(p[k].as_f64().is_some_and(|ns| ns > 0.0), "{when}.{k}: {p}");
         }
+        assert!(p["cache_mib"].is_u64(), "{when}.cache_mib: {p}");
     }
     assert!(report.contains("memory seen from CPU 0"), "{report}");
+    assert!(
+        report.contains("cache answering at cache speed"),
+        "{report}"
+    );
     assert!(v["revision"].is_string());
     assert_eq!(v["parameters"]["reps"].as_u64(), Some(1));
 

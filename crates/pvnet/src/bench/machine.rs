@@ -58,40 +58,80 @@ const WORDS: usize = LINE / std::mem::size_of::<usize>();
 /// Reads each probe times: enough for a stable mean (about 0.2 s over main memory).
 const PROBE_READS: usize = 2 << 20;
 
+/// Sizes the cache estimate steps through (MiB): around the L3 share a shared VM is left,
+/// which on the machine of docs/guest-scaling.md was about 10 MiB in quiet hours and 2–4 MiB
+/// in slow ones.
+const CACHE_STEPS_MIB: [usize; 9] = [1, 2, 3, 4, 6, 8, 12, 16, 24];
+/// Reads per step of the cache estimate: about 0.2 s beyond the cache.
+const STEP_READS: usize = 1 << 20;
+
 /// The memory as the receiving CPU sees it now: nanoseconds per dependent random read over
 /// 8 MiB (within this machine's L3, when its neighbours leave it alone) and over 64 MiB (main
-/// memory). The PV path's extra cost at many guests is memory latency on packet data that has
-/// waited (docs/guest-scaling.md), and on a shared virtual machine that latency changes with
-/// the hour; the bench runs this at its start and end so that a result can be set against the
-/// state of the machine it was measured in. `None` when the thread cannot be pinned to `cpu`.
+/// memory), and how much of the cache answers at cache speed (`cache_mib`, from reads over
+/// each of [`CACHE_STEPS_MIB`]: see [`cache_estimate`]). The PV path's extra cost at many
+/// guests is memory latency on packet data that has waited (docs/guest-scaling.md), and on a
+/// shared virtual machine that latency changes with the hour, because the host's other guests
+/// leave this one more or less of the L3; the bench runs this at its start and end so that a
+/// result can be set against the state of the machine it was measured in. `None` when the
+/// thread cannot be pinned to `cpu`.
 pub fn memory_probe(cpu: usize) -> Option<Value> {
     std::thread::scope(|sc| {
         sc.spawn(|| {
             pvnet_testbed::cpu::pin_current_thread(cpu).ok()?;
-            let ns = |bytes: usize| {
+            let ns = |bytes: usize, reads: usize| {
                 let chain = line_cycle(bytes / LINE, 0x9e37_79b9_7f4a_7c15);
                 // The thread's own CPU time: a probe that waits for the CPU (the kernel still
                 // tearing down a testbed) measures the memory, not the wait.
                 let (mut at, t0) = (0usize, pvnet_hvm::thread_cpu_ns());
-                for _ in 0..PROBE_READS {
+                for _ in 0..reads {
                     at = chain[at];
                 }
                 let spent = pvnet_hvm::thread_cpu_ns().saturating_sub(t0);
-                let ns = spent as f64 / PROBE_READS as f64;
+                let ns = spent as f64 / reads as f64;
                 // The end of the chase, so that the reads are not optimized away.
                 std::hint::black_box(at);
                 (ns * 10.0).round() / 10.0
             };
+            let memory = ns(64 << 20, PROBE_READS);
+            let steps: Vec<f64> = CACHE_STEPS_MIB
+                .iter()
+                .map(|&mib| ns(mib << 20, STEP_READS))
+                .collect();
+            // [MiB, ns] pairs in the steps' order (an object would sort "12" before "2").
+            let by_mib: Vec<Value> = CACHE_STEPS_MIB
+                .iter()
+                .zip(&steps)
+                .map(|(mib, ns)| json!([mib, ns]))
+                .collect();
             Some(json!({
                 "cpu": cpu,
-                "random_read_ns_8mib": ns(8 << 20),
-                "random_read_ns_64mib": ns(64 << 20),
+                "random_read_ns_8mib": ns(8 << 20, PROBE_READS),
+                "random_read_ns_64mib": memory,
+                "random_read_ns_by_mib": by_mib,
+                "cache_mib": cache_estimate(&CACHE_STEPS_MIB, &steps, memory),
             }))
         })
         .join()
         .ok()
         .flatten()
     })
+}
+
+/// How many MiB answer at cache speed: the largest of `steps_mib` (ascending) up to which every
+/// read (`ns`, one per step) stays below the midpoint, on a log scale, between the fastest step
+/// and main memory (`memory_ns`, the read over 64 MiB). 0 when not even the first step does.
+/// On this machine's quiet hours that midpoint was about 40 ns (cache 13–15, memory 125–140);
+/// in its slow hours about 60 (cache 17–22, memory 180–220), with a cliff from about 20 ns to
+/// 140 ns or more between two steps.
+pub fn cache_estimate(steps_mib: &[usize], ns: &[f64], memory_ns: f64) -> usize {
+    let fastest = ns.iter().copied().fold(f64::INFINITY, f64::min);
+    let midpoint = (fastest * memory_ns).sqrt();
+    steps_mib
+        .iter()
+        .zip(ns)
+        .take_while(|&(_, &ns)| ns < midpoint)
+        .last()
+        .map_or(0, |(&mib, _)| mib)
 }
 
 /// `machine` (from [`describe`]) with the memory probes of the run's start and end, as
@@ -171,7 +211,35 @@ mod tests {
             let ns = v[k].as_f64().unwrap();
             assert!(ns > 0.0 && ns.is_finite(), "{k}: {v}");
         }
+        let steps = v["random_read_ns_by_mib"].as_array().unwrap();
+        assert_eq!(steps.len(), CACHE_STEPS_MIB.len(), "{v}");
+        for (step, mib) in steps.iter().zip(CACHE_STEPS_MIB) {
+            assert_eq!(step[0].as_u64(), Some(mib as u64), "{v}");
+            assert!(step[1].as_f64().unwrap() > 0.0, "{v}");
+        }
+        let cache = v["cache_mib"].as_u64().unwrap() as usize;
+        assert!(cache == 0 || CACHE_STEPS_MIB.contains(&cache), "{v}");
         assert!(memory_probe(usize::MAX >> 8).is_none(), "no such CPU");
+    }
+
+    #[test]
+    fn the_cache_estimate_is_the_last_step_before_the_cliff() {
+        let steps = [1, 2, 3, 4, 6, 8];
+        // A slow hour of the machine of docs/guest-scaling.md: a cliff between 4 and 6 MiB.
+        let slow = [17.0, 18.0, 19.0, 22.0, 168.0, 178.0];
+        assert_eq!(cache_estimate(&steps, &slow, 221.0), 4);
+        // A step past the cliff that happens to read fast again does not extend it.
+        let relapse = [17.0, 18.0, 119.0, 25.0, 170.0, 180.0];
+        assert_eq!(cache_estimate(&steps, &relapse, 210.0), 2);
+        // Everything at cache speed: the largest step; nothing: 0.
+        assert_eq!(cache_estimate(&steps, &[13.0; 6], 130.0), 8);
+        assert_eq!(cache_estimate(&steps, &[150.0; 6], 150.0), 0);
+        // A quiet hour: reads over 12 MiB at 33 ns still below the midpoint, 16 MiB not.
+        let quiet = [12.0, 12.4, 13.0, 13.2, 13.5, 13.6, 33.0, 90.0];
+        assert_eq!(
+            cache_estimate(&[1, 2, 3, 4, 6, 8, 12, 16], &quiet, 140.0),
+            12
+        );
     }
 
     #[test]

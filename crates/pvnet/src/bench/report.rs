@@ -666,8 +666,20 @@ fn memory_probe_line(p: &serde_json::Value) -> Option<String> {
         .as_u64()
         .or(p["end"]["cpu"].as_u64())
         .unwrap_or(0);
+    let mib = |when: &str| {
+        p[when]["cache_mib"].as_u64().map(|m| match m {
+            0 => "under 1".to_string(),
+            m => m.to_string(),
+        })
+    };
+    let cache = match (mib("start"), mib("end")) {
+        (Some(a), Some(b)) => format!("; cache answering at cache speed: {a} → {b} MiB"),
+        (Some(a), None) => format!("; cache answering at cache speed: {a} MiB (start)"),
+        (None, Some(b)) => format!("; cache answering at cache speed: {b} MiB (end)"),
+        (None, None) => String::new(),
+    };
     Some(format!(
-        "- memory seen from CPU {cpu}, ns per dependent random read, the run's start → end: {l3} over 8 MiB, {mem} over 64 MiB (the PV path's cost at many guests is memory latency, which on a shared machine changes with the hour: docs/guest-scaling.md)\n"
+        "- memory seen from CPU {cpu}, ns per dependent random read, the run's start → end: {l3} over 8 MiB, {mem} over 64 MiB{cache} (the PV path's cost at many guests is memory latency, which on a shared machine changes with the hour, with the share of the L3 the host's other guests leave: docs/guest-scaling.md)\n"
     ))
 }
 
@@ -686,7 +698,16 @@ mod tests {
         let l = memory_probe_line(&both).unwrap();
         assert!(l.contains("CPU 0"), "{l}");
         assert!(
-            l.contains("14.0 → 15.5 over 8 MiB, 95.0 → 101.3 over 64 MiB"),
+            l.contains("14.0 → 15.5 over 8 MiB, 95.0 → 101.3 over 64 MiB ("),
+            "{l}"
+        );
+        let cached = serde_json::json!({
+            "start": {"cpu": 0, "random_read_ns_8mib": 170.0, "random_read_ns_64mib": 200.0, "cache_mib": 4},
+            "end": {"cpu": 0, "random_read_ns_8mib": 175.0, "random_read_ns_64mib": 210.0, "cache_mib": 0},
+        });
+        let l = memory_probe_line(&cached).unwrap();
+        assert!(
+            l.contains("over 64 MiB; cache answering at cache speed: 4 → under 1 MiB ("),
             "{l}"
         );
         let start = serde_json::json!({
