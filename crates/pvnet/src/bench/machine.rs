@@ -59,7 +59,7 @@ const WORDS: usize = LINE / std::mem::size_of::<usize>();
 const PROBE_READS: usize = 2 << 20;
 
 /// Sizes the cache estimate steps through (MiB): around the L3 share a shared VM is left,
-/// which on the machine of docs/guest-scaling.md was about 10 MiB in quiet hours and 2–4 MiB
+/// which on the machine of docs/guest-scaling.md was about 10 MiB in quiet hours and 1–4 MiB
 /// in slow ones.
 const CACHE_STEPS_MIB: [usize; 9] = [1, 2, 3, 4, 6, 8, 12, 16, 24];
 /// Reads per step of the cache estimate: about 0.2 s beyond the cache.
