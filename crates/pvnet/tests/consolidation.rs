@@ -90,6 +90,18 @@ fn the_neighbour_scenario_runs_and_charges_the_neighbour() {
         assert!(burn > idle, "{s}");
     }
     assert!(v["loadavg_start"].as_str().is_some_and(|l| !l.is_empty()));
+    // The memory probe at the start and the end, in the JSON and the report's header.
+    for when in ["start", "end"] {
+        let p = &v["memory_probe"][when];
+        assert!(
+            f(&p["random_read_ns_64mib"], "the probe") > 0.0,
+            "{when}: {v}"
+        );
+        assert!(p["cache_mib"].is_u64(), "{when}: {p}");
+    }
+    assert!(std::fs::read_to_string(out.join("scenario-neighbour.md"))
+        .unwrap()
+        .contains("cache answering at cache speed"));
     let runs: Vec<&str> = samples
         .iter()
         .map(|s| s["run_id"].as_str().unwrap())
@@ -247,6 +259,7 @@ fn the_restart_scenario_restarts_under_load_and_loses_no_byte() {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("scenario-restart.json")).unwrap())
             .unwrap();
+    assert!(v["memory_probe"]["end"]["cache_mib"].is_u64(), "{v}");
     let samples = v["samples"].as_array().unwrap();
     assert_eq!(samples.len(), 2);
     for s in samples {

@@ -653,7 +653,7 @@ pub fn markdown(run: &Run) -> String {
 
 /// The report's line for the memory probes of a run's start and end
 /// ([`super::machine::memory_probe`]), or `None` when neither ran.
-fn memory_probe_line(p: &serde_json::Value) -> Option<String> {
+pub(super) fn memory_probe_line(p: &serde_json::Value) -> Option<String> {
     let at = |when: &str, k: &str| p[when][k].as_f64();
     let pair = |k: &str| match (at("start", k), at("end", k)) {
         (Some(a), Some(b)) => Some(format!("{a:.1} → {b:.1}")),

@@ -32,6 +32,7 @@ use pvnet_dd::switch;
 use pvnet_perf::cpu;
 use pvnet_testbed::Netns;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::child::{self, Guard};
 use super::configs::{self, RX_CPU, TX_CPU};
@@ -223,22 +224,31 @@ pub struct RunHeader {
     /// `/proc/loadavg` at the start and the end: the machine is shared.
     pub loadavg_start: String,
     pub loadavg_end: String,
+    /// The memory as the receiving CPU saw it at the start and the end (`{start, end}`, as the
+    /// bench's `machine.memory_probe`): the cache a shared VM is left changes with the hour.
+    pub memory_probe: Value,
 }
 
 impl RunHeader {
-    /// The first two lines of a scenario's markdown report.
+    /// The first lines of a scenario's markdown report.
     pub(super) fn markdown(&self) -> String {
         format!(
-            "- started {} (revision {}), {:.0} s\n- load average (1, 5, 15 min) at the start: {}; at the end: {}\n",
-            self.started_utc, self.revision, self.wall_seconds, self.loadavg_start, self.loadavg_end
+            "- started {} (revision {}), {:.0} s\n- load average (1, 5, 15 min) at the start: {}; at the end: {}\n{}",
+            self.started_utc,
+            self.revision,
+            self.wall_seconds,
+            self.loadavg_start,
+            self.loadavg_end,
+            super::report::memory_probe_line(&self.memory_probe).unwrap_or_default()
         )
     }
 }
 
-/// When a scenario run started, and the machine's load then.
+/// When a scenario run started, the machine's load then and its memory.
 pub(super) struct Started {
     pub utc: String,
     pub loadavg: String,
+    probe: Option<Value>,
     t0: Instant,
 }
 
@@ -251,18 +261,22 @@ impl Started {
         Started {
             utc: machine::utc(unix).0,
             loadavg: loadavg(),
+            probe: machine::memory_probe(RX_CPU),
             t0: Instant::now(),
         }
     }
 
     /// The run's header, now that it is over.
     pub(super) fn finish(self) -> RunHeader {
+        let wall_seconds = self.t0.elapsed().as_secs_f64();
+        let end = machine::memory_probe(RX_CPU);
         RunHeader {
             started_utc: self.utc,
             revision: machine::REVISION.to_string(),
-            wall_seconds: self.t0.elapsed().as_secs_f64(),
+            wall_seconds,
             loadavg_start: self.loadavg,
             loadavg_end: loadavg(),
+            memory_probe: serde_json::json!({ "start": self.probe, "end": end }),
         }
     }
 }
@@ -882,6 +896,33 @@ mod tests {
             },
             ..ScenarioSample::default()
         }
+    }
+
+    #[test]
+    fn the_header_gives_the_memory_probe_when_it_ran() {
+        let mut h = RunHeader {
+            started_utc: "2026-11-30 05:00:00".into(),
+            revision: "abc".into(),
+            wall_seconds: 12.0,
+            loadavg_start: "1.0 1.0 1.0".into(),
+            loadavg_end: "2.0 1.0 1.0".into(),
+            memory_probe: serde_json::json!({"start": null, "end": null}),
+        };
+        let md = h.markdown();
+        assert!(md.ends_with("at the end: 2.0 1.0 1.0\n"), "{md}");
+        h.memory_probe = serde_json::json!({
+            "start": {"cpu": 0, "random_read_ns_8mib": 160.0, "random_read_ns_64mib": 190.0, "cache_mib": 2},
+            "end": {"cpu": 0, "random_read_ns_8mib": 130.0, "random_read_ns_64mib": 170.0, "cache_mib": 3},
+        });
+        let md = h.markdown();
+        assert!(
+            md.contains("at the end: 2.0 1.0 1.0\n- memory seen from CPU 0"),
+            "{md}"
+        );
+        assert!(
+            md.contains("cache answering at cache speed: 2 → 3 MiB"),
+            "{md}"
+        );
     }
 
     fn run_of(scenario: Scenario, samples: Vec<ScenarioSample>) -> ScenarioRun {
