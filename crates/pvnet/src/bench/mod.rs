@@ -665,6 +665,7 @@ fn run_record_sweep(args: &BenchArgs) -> Result<()> {
     let (out, started) = output::out_dir(args.out.as_deref(), "bench-out", "")?;
     let (started_utc, started_unix) = (started.utc, started.unix);
     let t0 = Instant::now();
+    let probe_start = machine::memory_probe(configs::RX_CPU);
     let progress = Progress::new(vec![plan.planned_seconds(); plan.configs.len() * plan.reps]);
     let (mut points, mut errors) = (Vec::new(), Vec::new());
     for rep in 1..=plan.reps {
@@ -689,15 +690,19 @@ fn run_record_sweep(args: &BenchArgs) -> Result<()> {
     }));
     let tables = records::markdown(&plan, &points);
     println!("{tables}");
-    let machine = machine::describe(params.tsc_hz);
+    let wall_seconds = t0.elapsed().as_secs_f64();
+    let probe_end = machine::memory_probe(configs::RX_CPU);
+    let machine = machine::with_probes(machine::describe(params.tsc_hz), probe_start, probe_end);
     let mut md = String::from("# pvnet bench report: record sizes\n\n");
     md.push_str(&format!(
-        "Run {started_utc} (UTC), revision `{}`, {:.0} s wall time; {} CPUs, {}.\n\n",
+        "Run {started_utc} (UTC), revision `{}`, {wall_seconds:.0} s wall time; {} CPUs, {}.\n\n",
         machine::REVISION,
-        t0.elapsed().as_secs_f64(),
         machine["cpus"],
         machine["cpu_model"].as_str().unwrap_or("unknown CPU"),
     ));
+    if let Some(line) = report::memory_probe_line(&machine["memory_probe"]) {
+        md.push_str(&format!("{}\n", line.trim_start_matches("- ")));
+    }
     md.push_str(&format!(
         "The HVM paper's Fig. 6 workload (Zhang, Li and Guan: 2000 records at 50 per second per size, from the HVM guest to another machine). \
          Here {} records per size{}, one in flight: each is sent at its slot in the schedule (or at once when the previous one's acknowledgement came after that slot), \
@@ -729,7 +734,7 @@ fn run_record_sweep(args: &BenchArgs) -> Result<()> {
         "revision": machine::REVISION,
         "started_utc": started_utc,
         "started_unix": started_unix,
-        "wall_seconds": t0.elapsed().as_secs_f64(),
+        "wall_seconds": wall_seconds,
         "machine": machine,
         "parameters": plan,
         "points": points,

@@ -335,6 +335,7 @@ pub fn run(args: &BenchArgs, out: &Path) -> Result<()> {
     let progress = Progress::new(planned);
     let t0 = Instant::now();
     let others = crate::rundir::live_runs();
+    let probe_start = super::machine::memory_probe(DD_CPU);
     let mut points = Vec::new();
     for &pl in &placements {
         for &m in &mechs {
@@ -352,10 +353,13 @@ pub fn run(args: &BenchArgs, out: &Path) -> Result<()> {
     }
     progress.finish();
     let be = break_evens(&points, &placements);
+    let wall_seconds = t0.elapsed().as_secs_f64();
+    let probe_end = super::machine::memory_probe(DD_CPU);
     let report = Report {
         tool: "pvnet bench --sweep pktsize",
         revision: super::machine::REVISION.to_string(),
-        wall_seconds: t0.elapsed().as_secs_f64(),
+        wall_seconds,
+        memory_probe: serde_json::json!({ "start": probe_start, "end": probe_end }),
         tsc_hz,
         offered_pps: pps,
         seconds,
@@ -399,6 +403,10 @@ pub struct Report {
     pub tool: &'static str,
     pub revision: String,
     pub wall_seconds: f64,
+    /// The memory as the driver domain's CPU saw it at the start and the end (`{start, end}`,
+    /// as the bench's `machine.memory_probe`): the cache a shared VM is left moves the copies'
+    /// cost.
+    pub memory_probe: serde_json::Value,
     pub tsc_hz: u64,
     pub offered_pps: f64,
     pub seconds: f64,
@@ -630,6 +638,9 @@ pub fn markdown(r: &Report) -> String {
         r.mtu,
         r.tsc_hz as f64 / 1e9
     );
+    if let Some(line) = super::report::memory_probe_line(&r.memory_probe) {
+        let _ = writeln!(s, "{}", line.trim_start_matches("- "));
+    }
     if !r.other_runs_at_start.is_empty() {
         let _ = writeln!(
             s,
@@ -712,6 +723,37 @@ pub fn describe_break_even(b: &BreakEven) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_report_names_the_memory_it_was_measured_with() {
+        let mut r = Report {
+            tool: "pvnet bench --sweep pktsize",
+            revision: "abc".into(),
+            wall_seconds: 1.0,
+            memory_probe: serde_json::json!({"start": null, "end": null}),
+            tsc_hz: 2_000_000_000,
+            offered_pps: 1000.0,
+            seconds: 1.0,
+            reps: 1,
+            mtu: SWEEP_MTU,
+            sizes: vec![64],
+            placements: vec![],
+            mechanisms: vec![],
+            other_runs_at_start: vec![],
+            points: vec![],
+            break_even: vec![],
+        };
+        assert!(!markdown(&r).contains("memory seen"));
+        r.memory_probe = serde_json::json!({
+            "start": {"cpu": 0, "random_read_ns_8mib": 14.0, "random_read_ns_64mib": 130.0, "cache_mib": 8},
+            "end": {"cpu": 0, "random_read_ns_8mib": 150.0, "random_read_ns_64mib": 190.0, "cache_mib": 2},
+        });
+        let md = markdown(&r);
+        assert!(
+            md.contains("\nmemory seen from CPU 0") && md.contains("cache speed: 8 → 2 MiB"),
+            "{md}"
+        );
+    }
 
     #[test]
     fn the_crossing_is_interpolated_between_the_sizes_around_it() {
