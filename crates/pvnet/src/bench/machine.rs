@@ -55,7 +55,7 @@ fn tcp_congestion_control() -> Option<String> {
 /// Bytes of a cache line, and the words in one: the probe's chain visits one word per line.
 const LINE: usize = 64;
 const WORDS: usize = LINE / std::mem::size_of::<usize>();
-/// Reads each probe times: enough for a stable mean (about 0.2 s over main memory).
+/// Reads of the probe over main memory: enough for a stable mean (about 0.4 s).
 const PROBE_READS: usize = 2 << 20;
 
 /// Sizes the cache estimate steps through (MiB): around the L3 share a shared VM is left,
@@ -103,9 +103,11 @@ pub fn memory_probe(cpu: usize) -> Option<Value> {
                 .zip(&steps)
                 .map(|(mib, ns)| json!([mib, ns]))
                 .collect();
+            // 8 MiB is one of the steps: its reading is the step's, not a second chase.
+            let mib8 = CACHE_STEPS_MIB.iter().position(|&m| m == 8);
             Some(json!({
                 "cpu": cpu,
-                "random_read_ns_8mib": ns(8 << 20, PROBE_READS),
+                "random_read_ns_8mib": mib8.map(|i| steps[i]),
                 "random_read_ns_64mib": memory,
                 "random_read_ns_by_mib": by_mib,
                 "cache_mib": cache_estimate(&CACHE_STEPS_MIB, &steps, memory),
@@ -123,7 +125,7 @@ pub fn memory_probe(cpu: usize) -> Option<Value> {
 /// On this machine's quiet hours that midpoint was about 40 ns (cache 13–15, memory 125–140);
 /// in its slow hours about 60 (cache 17–22, memory 180–220), with a cliff from about 20 ns to
 /// 140 ns or more between two steps.
-pub fn cache_estimate(steps_mib: &[usize], ns: &[f64], memory_ns: f64) -> usize {
+fn cache_estimate(steps_mib: &[usize], ns: &[f64], memory_ns: f64) -> usize {
     let fastest = ns.iter().copied().fold(f64::INFINITY, f64::min);
     let midpoint = (fastest * memory_ns).sqrt();
     steps_mib
@@ -134,10 +136,31 @@ pub fn cache_estimate(steps_mib: &[usize], ns: &[f64], memory_ns: f64) -> usize 
         .map_or(0, |(&mib, _)| mib)
 }
 
-/// `machine` (from [`describe`]) with the memory probes of the run's start and end, as
-/// `memory_probe: {start, end}` (either null where it could not run).
-pub fn with_probes(mut machine: Value, start: Option<Value>, end: Option<Value>) -> Value {
-    machine["memory_probe"] = json!({ "start": start, "end": end });
+/// The memory probe of a run's start, kept until its end: [`memory_probe`] on one CPU at both.
+pub struct Probes {
+    cpu: usize,
+    start: Option<Value>,
+}
+
+impl Probes {
+    /// Probes `cpu` now, at the run's start.
+    pub fn start(cpu: usize) -> Probes {
+        Probes {
+            cpu,
+            start: memory_probe(cpu),
+        }
+    }
+
+    /// `{start, end}`: the start's probe and one taken now (either null where it could not run).
+    pub fn finish(self) -> Value {
+        json!({ "start": self.start, "end": memory_probe(self.cpu) })
+    }
+}
+
+/// `machine` (from [`describe`]) with the memory probes of the run's start and end
+/// ([`Probes::finish`]) as `memory_probe`.
+pub fn with_probes(mut machine: Value, probes: Value) -> Value {
+    machine["memory_probe"] = probes;
     machine
 }
 

@@ -382,9 +382,9 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         );
     }
     let t0 = Instant::now();
-    let probe_start = machine::memory_probe(configs::RX_CPU);
+    let probes = machine::Probes::start(configs::RX_CPU);
     let (samples, paired, (one_testbed, one_testbed_errors)) = execute(&plan)?;
-    let probe_end = machine::memory_probe(configs::RX_CPU);
+    let probes = probes.finish();
     let (paired, paired_error) = paired;
     let Plan {
         configs,
@@ -398,11 +398,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         started_unix,
         revision: machine::REVISION.to_string(),
         wall_seconds: t0.elapsed().as_secs_f64(),
-        machine: machine::with_probes(
-            machine::describe(params.measure.tsc_hz),
-            probe_start,
-            probe_end,
-        ),
+        machine: machine::with_probes(machine::describe(params.measure.tsc_hz), probes),
         params,
         configs,
         samples,
@@ -665,7 +661,7 @@ fn run_record_sweep(args: &BenchArgs) -> Result<()> {
     let (out, started) = output::out_dir(args.out.as_deref(), "bench-out", "")?;
     let (started_utc, started_unix) = (started.utc, started.unix);
     let t0 = Instant::now();
-    let probe_start = machine::memory_probe(configs::RX_CPU);
+    let probes = machine::Probes::start(configs::RX_CPU);
     let progress = Progress::new(vec![plan.planned_seconds(); plan.configs.len() * plan.reps]);
     let (mut points, mut errors) = (Vec::new(), Vec::new());
     for rep in 1..=plan.reps {
@@ -691,8 +687,7 @@ fn run_record_sweep(args: &BenchArgs) -> Result<()> {
     let tables = records::markdown(&plan, &points);
     println!("{tables}");
     let wall_seconds = t0.elapsed().as_secs_f64();
-    let probe_end = machine::memory_probe(configs::RX_CPU);
-    let machine = machine::with_probes(machine::describe(params.tsc_hz), probe_start, probe_end);
+    let machine = machine::with_probes(machine::describe(params.tsc_hz), probes.finish());
     let mut md = String::from("# pvnet bench report: record sizes\n\n");
     md.push_str(&format!(
         "Run {started_utc} (UTC), revision `{}`, {wall_seconds:.0} s wall time; {} CPUs, {}.\n\n",
@@ -701,7 +696,7 @@ fn run_record_sweep(args: &BenchArgs) -> Result<()> {
         machine["cpu_model"].as_str().unwrap_or("unknown CPU"),
     ));
     if let Some(line) = report::memory_probe_line(&machine["memory_probe"]) {
-        md.push_str(&format!("{}\n", line.trim_start_matches("- ")));
+        md.push_str(&format!("{line}\n\n"));
     }
     md.push_str(&format!(
         "The HVM paper's Fig. 6 workload (Zhang, Li and Guan: 2000 records at 50 per second per size, from the HVM guest to another machine). \

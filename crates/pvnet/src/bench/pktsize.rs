@@ -335,7 +335,7 @@ pub fn run(args: &BenchArgs, out: &Path) -> Result<()> {
     let progress = Progress::new(planned);
     let t0 = Instant::now();
     let others = crate::rundir::live_runs();
-    let probe_start = super::machine::memory_probe(DD_CPU);
+    let probes = super::machine::Probes::start(DD_CPU);
     let mut points = Vec::new();
     for &pl in &placements {
         for &m in &mechs {
@@ -354,12 +354,11 @@ pub fn run(args: &BenchArgs, out: &Path) -> Result<()> {
     progress.finish();
     let be = break_evens(&points, &placements);
     let wall_seconds = t0.elapsed().as_secs_f64();
-    let probe_end = super::machine::memory_probe(DD_CPU);
     let report = Report {
         tool: "pvnet bench --sweep pktsize",
         revision: super::machine::REVISION.to_string(),
         wall_seconds,
-        memory_probe: serde_json::json!({ "start": probe_start, "end": probe_end }),
+        memory_probe: probes.finish(),
         tsc_hz,
         offered_pps: pps,
         seconds,
@@ -639,7 +638,7 @@ pub fn markdown(r: &Report) -> String {
         r.tsc_hz as f64 / 1e9
     );
     if let Some(line) = super::report::memory_probe_line(&r.memory_probe) {
-        let _ = writeln!(s, "{}", line.trim_start_matches("- "));
+        let _ = writeln!(s, "{line}\n");
     }
     if !r.other_runs_at_start.is_empty() {
         let _ = writeln!(

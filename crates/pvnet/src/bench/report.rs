@@ -488,7 +488,7 @@ pub fn markdown(run: &Run) -> String {
         );
     }
     if let Some(line) = memory_probe_line(&m["memory_probe"]) {
-        s.push_str(&line);
+        let _ = writeln!(s, "- {line}");
     }
     s.push_str("\n## Parameters\n\n");
     let _ = writeln!(
@@ -651,8 +651,9 @@ pub fn markdown(run: &Run) -> String {
     s
 }
 
-/// The report's line for the memory probes of a run's start and end
-/// ([`super::machine::memory_probe`]), or `None` when neither ran.
+/// The sentence every report gives for the memory probes of a run's start and end
+/// ([`super::machine::Probes`]), without a list marker or a line end: each report sets it in
+/// its own form. `None` when neither probe ran.
 pub(super) fn memory_probe_line(p: &serde_json::Value) -> Option<String> {
     let at = |when: &str, k: &str| p[when][k].as_f64();
     let pair = |k: &str| match (at("start", k), at("end", k)) {
@@ -679,7 +680,7 @@ pub(super) fn memory_probe_line(p: &serde_json::Value) -> Option<String> {
         (None, None) => String::new(),
     };
     Some(format!(
-        "- memory seen from CPU {cpu}, ns per dependent random read, the run's start → end: {l3} over 8 MiB, {mem} over 64 MiB{cache} (the PV path's cost at many guests is memory latency, which on a shared machine changes with the hour, with the share of the L3 the host's other guests leave: docs/guest-scaling.md)\n"
+        "memory seen from CPU {cpu}, ns per dependent random read, the run's start → end: {l3} over 8 MiB, {mem} over 64 MiB{cache} (the PV path's cost at many guests is memory latency, which on a shared machine changes with the hour, with the share of the L3 the host's other guests leave: docs/guest-scaling.md)"
     ))
 }
 

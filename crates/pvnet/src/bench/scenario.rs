@@ -239,7 +239,9 @@ impl RunHeader {
             self.wall_seconds,
             self.loadavg_start,
             self.loadavg_end,
-            super::report::memory_probe_line(&self.memory_probe).unwrap_or_default()
+            super::report::memory_probe_line(&self.memory_probe)
+                .map(|l| format!("- {l}\n"))
+                .unwrap_or_default()
         )
     }
 }
@@ -248,7 +250,7 @@ impl RunHeader {
 pub(super) struct Started {
     pub utc: String,
     pub loadavg: String,
-    probe: Option<Value>,
+    probes: machine::Probes,
     t0: Instant,
 }
 
@@ -261,7 +263,7 @@ impl Started {
         Started {
             utc: machine::utc(unix).0,
             loadavg: loadavg(),
-            probe: machine::memory_probe(RX_CPU),
+            probes: machine::Probes::start(RX_CPU),
             t0: Instant::now(),
         }
     }
@@ -269,14 +271,13 @@ impl Started {
     /// The run's header, now that it is over.
     pub(super) fn finish(self) -> RunHeader {
         let wall_seconds = self.t0.elapsed().as_secs_f64();
-        let end = machine::memory_probe(RX_CPU);
         RunHeader {
             started_utc: self.utc,
             revision: machine::REVISION.to_string(),
             wall_seconds,
             loadavg_start: self.loadavg,
             loadavg_end: loadavg(),
-            memory_probe: serde_json::json!({ "start": self.probe, "end": end }),
+            memory_probe: self.probes.finish(),
         }
     }
 }
