@@ -1,5 +1,5 @@
-//! Many guests and a guest that dies: eight verified streams at once, and a guest killed
-//! mid-stream while another streams (its domain is reclaimed, the other stream arrives
+//! Many guests and a guest that dies: eight and sixteen verified streams at once, and a guest
+//! killed mid-stream while another streams (its domain is reclaimed, the other stream arrives
 //! intact). Needs root.
 
 use crate::common::*;
@@ -12,10 +12,25 @@ fn eight_guests_each_receive_a_verified_stream_at_once() {
     if skip_unless_root("eight_guests_each_receive_a_verified_stream_at_once") {
         return;
     }
-    let run = Run::up(&["--guests", "8", "--lro", "adaptive"]);
-    let bytes = 128 * MIB;
+    every_guest_receives_a_verified_stream(8, 128 * MIB, 16384);
+}
+
+/// The most guests `up` and `bench` take: every one of the port's receive queues in use.
+#[test]
+fn sixteen_guests_each_receive_a_verified_stream_at_once() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("sixteen_guests_each_receive_a_verified_stream_at_once") {
+        return;
+    }
+    every_guest_receives_a_verified_stream(16, 64 * MIB, 32768);
+}
+
+/// `n` guests, one verified stream of `bytes` into each at once, under `adaptive`; the port's
+/// ring must have `ring_frames` slots.
+fn every_guest_receives_a_verified_stream(n: u16, bytes: u64, ring_frames: u64) {
+    let run = Run::up(&["--guests", &n.to_string(), "--lro", "adaptive"]);
     let reports: Vec<_> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..8u16)
+        let hs: Vec<_> = (0..n)
             .map(|i| {
                 let run = &run;
                 s.spawn(move || {
@@ -33,7 +48,7 @@ fn eight_guests_each_receive_a_verified_stream_at_once() {
     }
     let st = run.stat();
     let vifs = st["vifs"].as_array().unwrap();
-    assert_eq!(vifs.len(), 8);
+    assert_eq!(vifs.len(), usize::from(n));
     for v in vifs {
         assert_eq!(v["state"], "connected", "{v}");
         assert!(u(&v["netback"]["rx_bytes"]) >= bytes, "{v}");
@@ -41,10 +56,10 @@ fn eight_guests_each_receive_a_verified_stream_at_once() {
     // The port's ring grows with the guests it serves: 4096 slots per two, split between a
     // receive queue per guest, and every guest's stream came through its own queue: each
     // queue took at least its guest's stream in frames (1448 bytes of payload at most each).
-    assert_eq!(u(&st["pnic"]["ring_frames"]), 16384, "{}", st["pnic"]);
-    assert_eq!(u(&st["pnic"]["queues"]), 8, "{}", st["pnic"]);
+    assert_eq!(u(&st["pnic"]["ring_frames"]), ring_frames, "{}", st["pnic"]);
+    assert_eq!(u(&st["pnic"]["queues"]), u64::from(n), "{}", st["pnic"]);
     let queues = st["pnic"]["rx_queues"].as_array().unwrap();
-    assert_eq!(queues.len(), 8);
+    assert_eq!(queues.len(), usize::from(n));
     for q in queues {
         assert!(u(&q["frames"]) >= bytes / 1448, "{q}");
     }
