@@ -423,7 +423,12 @@ fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
     // The relay has a port but no domains to split the CPU time into.
     let port_only = ["port_drops", "cycles_per_byte.daemon"];
     let pv_only = ["cycles_per_byte.driver", "cycles_per_byte.guest"];
-    let lro_only = ["lro_rate", "flush_latency_us.p50", "flush_latency_us.p99"];
+    let lro_only = [
+        "lro_rate",
+        "lro_psh_pct",
+        "flush_latency_us.p50",
+        "flush_latency_us.p99",
+    ];
     for c in ["linux", "xen", "da", "relay"] {
         let r = &v["configs"][c];
         let applies = |k: &str| {
@@ -467,6 +472,9 @@ fn bench_writes_the_whole_report_and_leaves_nothing_behind() {
         }
     }
     assert!(v["configs"]["da"]["lro_rate"].as_f64().unwrap() > 1.0);
+    // A bulk stream's aggregates end at the senders' pushes or the policy's flushes: a share.
+    let psh = v["configs"]["da"]["lro_psh_pct"].as_f64().unwrap();
+    assert!((0.0..=100.0).contains(&psh), "{psh}");
     let x = &v["configs"]["xen"]["cycles_per_byte"];
     let (t, p, d, g) = (
         x["total"].as_f64().unwrap(),

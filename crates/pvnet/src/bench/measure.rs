@@ -198,6 +198,10 @@ pub struct Sample {
     pub cycles_per_byte_softirq: f64,
     /// Segments per aggregate during the stream (None without aggregation).
     pub lro_rate: Option<f64>,
+    /// Of the aggregates that left, the share ended by a segment with PSH, in percent: where
+    /// the senders' pushes, not the flush policy, set the LRO rate (None without aggregation).
+    #[serde(default)]
+    pub lro_psh_pct: Option<f64>,
     pub flush_latency_p50_us: Option<f64>,
     pub flush_latency_p99_us: Option<f64>,
     pub rr_tps: f64,
@@ -574,6 +578,7 @@ fn measure(
             match serde_json::from_value::<LroView>(l.clone()) {
                 Ok(v) => {
                     s.lro_rate = Some(v.lro_rate);
+                    s.lro_psh_pct = v.psh_pct();
                     s.flush_latency_p50_us = Some(v.flush_latency.p50_us);
                     s.flush_latency_p99_us = Some(v.flush_latency.p99_us);
                 }
@@ -736,6 +741,19 @@ struct Iperf3Sum {
 struct LroView {
     lro_rate: f64,
     flush_latency: LatencyView,
+    #[serde(default)]
+    aggregates_out: u64,
+    /// Aggregates (and refused frames) by the reason they left.
+    #[serde(default)]
+    flush: std::collections::BTreeMap<String, u64>,
+}
+
+impl LroView {
+    /// Percent of the aggregates that left at a PSH (None before any left).
+    fn psh_pct(&self) -> Option<f64> {
+        let psh = self.flush.get("psh").copied().unwrap_or(0);
+        (self.aggregates_out > 0).then(|| 100.0 * psh as f64 / self.aggregates_out as f64)
+    }
 }
 
 #[derive(Deserialize)]
@@ -1025,6 +1043,28 @@ fn split_rest(rest: u64, guest: u64, daemon: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_psh_share_counts_aggregates_not_refused_frames() {
+        // `pvnet stat`'s `lro` as the daemon writes it: refused frames (`no_payload`) are
+        // counted among the reasons but are not aggregates.
+        let v: LroView = serde_json::from_value(serde_json::json!({
+            "lro_rate": 30.0,
+            "flush_latency": {"p50_us": 20.0, "p99_us": 400.0, "max_us": 900.0},
+            "aggregates_out": 200,
+            "flush": {"psh": 150, "adaptive": 50, "no_payload": 400},
+        }))
+        .unwrap();
+        assert_eq!(v.psh_pct(), Some(75.0));
+        let none: LroView = serde_json::from_value(serde_json::json!({
+            "lro_rate": 0.0,
+            "flush_latency": {"p50_us": 0.0, "p99_us": 0.0},
+            "aggregates_out": 0,
+            "flush": {"no_payload": 3},
+        }))
+        .unwrap();
+        assert_eq!(none.psh_pct(), None);
+    }
+
     #[test]
     fn guests_are_placed_on_the_cpus_of_their_placement() {
         let cpus = |p: GuestPlacement| (0..4).map(|i| p.cpus_of(i)).collect::<Vec<_>>();

@@ -135,7 +135,7 @@ pub fn tables(cs: &[ConfigSummary], reps: usize) -> Vec<Table> {
                 "cycles_per_byte.softirq",
             ],
         ),
-        ("Table VI: LRO rate", &["lro_rate"]),
+        ("Table VI: LRO rate", &["lro_rate", "lro_psh_pct"]),
         (
             "Table VII: TCP_RR (1-byte request/response)",
             &["rr_tps", "rr_latency_us.p50", "rr_latency_us.p99"],

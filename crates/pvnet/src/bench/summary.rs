@@ -86,6 +86,13 @@ pub const METRICS: &[Metric] = &[
         decimals: 2,
     },
     Metric {
+        key: "lro_psh_pct",
+        label: "of them ended by the sender's PSH (%)",
+        get: |s| s.lro_psh_pct,
+        ratios: false,
+        decimals: 1,
+    },
+    Metric {
         key: "rr_tps",
         label: "TCP_RR (trans/s)",
         get: |s| Some(s.rr_tps),
