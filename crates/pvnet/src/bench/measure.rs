@@ -751,7 +751,8 @@ struct LroView {
 impl LroView {
     /// Percent of the aggregates that left at a PSH (None before any left).
     fn psh_pct(&self) -> Option<f64> {
-        let psh = self.flush.get("psh").copied().unwrap_or(0);
+        let psh = self.flush.get(pvnet_dd::lro::Reason::Psh.name());
+        let psh = psh.copied().unwrap_or(0);
         (self.aggregates_out > 0).then(|| 100.0 * psh as f64 / self.aggregates_out as f64)
     }
 }
