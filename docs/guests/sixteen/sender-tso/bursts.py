@@ -1,16 +1,10 @@
 """Per flow, split the data segments into bursts (a gap of more than 200 us before the next
 segment of the flow); how many bursts end with PSH, how many PSH end a burst, burst sizes."""
-import struct, sys, collections
-f = open(sys.argv[1], 'rb'); f.read(24)
+import sys, collections
+from segs import segments
 pk = collections.defaultdict(list)
-while True:
-    h = f.read(16)
-    if len(h) < 16: break
-    ts, tu, incl, orig = struct.unpack('<IIII', h); p = f.read(incl)
-    if len(p) < 54 or p[12:14] != b'\x08\x00' or p[23] != 6: continue
-    ihl = (p[14] & 15) * 4; tot = struct.unpack('>H', p[16:18])[0]; t = 14 + ihl
-    pay = tot - ihl - (p[t + 12] >> 4) * 4
-    if pay > 0: pk[p[t:t + 4]].append((ts + tu / 1e6, bool(p[t + 13] & 8)))
+for s in segments(sys.argv[1]):
+    pk[(s.sport, s.dport)].append((s.ts, s.psh))
 bursts = end_psh = psh = psh_end = 0; sizes = []
 for es in pk.values():
     n = 0

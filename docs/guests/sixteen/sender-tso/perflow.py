@@ -1,7 +1,8 @@
 """Per flow: the TSO burst Linux's autosizing predicts from the sender's `ss -tmi` (pacing rate/1024
 + 64 KiB >> (min RTT in us >> tcp_tso_rtt_log), in segments of the MSS, at most 45) against the
 median burst the capture saw (segments between gaps of more than 200 us) and its PSH spacing."""
-import re, struct, sys, collections, statistics as st
+import re, sys, collections, statistics as st
+from segs import segments
 d = sys.argv[1]; rttlog = int(sys.argv[2]) if len(sys.argv) > 2 else 9
 pred = {}
 for blk in re.split(r'\n(?=\S)', open(f'{d}/ss.txt').read()):
@@ -13,16 +14,9 @@ for blk in re.split(r'\n(?=\S)', open(f'{d}/ss.txt').read()):
     r = int(float(mrtt[1]) * 1000) >> rttlog
     b = bps / 1024 + (65536 >> r if r < 32 else 0)
     pred[int(m[1])] = (min(b / 1448, 45), float(mrtt[1]), bps * 8 / 1e6)
-f = open(f'{d}/remote.pcap', 'rb'); f.read(24)
 pk = collections.defaultdict(list)
-while True:
-    h = f.read(16)
-    if len(h) < 16: break
-    ts, tu, incl, orig = struct.unpack('<IIII', h); p = f.read(incl)
-    if len(p) < 54 or p[12:14] != b'\x08\x00' or p[23] != 6: continue
-    ihl = (p[14] & 15) * 4; tot = struct.unpack('>H', p[16:18])[0]; t = 14 + ihl
-    if tot - ihl - (p[t + 12] >> 4) * 4 > 0:
-        pk[struct.unpack('>H', p[t:t + 2])[0]].append(ts + tu / 1e6)
+for s in segments(f'{d}/remote.pcap'):
+    pk[s.sport].append(s.ts)
 rows = []
 for port, ts in pk.items():
     sizes, n = [], 0
