@@ -83,6 +83,12 @@ fn a_coalesced_frame_reaches_the_guest_as_one_gso_packet_with_its_checksum_state
     }
     let nb = dp.vif_stats(1).unwrap();
     assert_eq!((nb.rx_packets, nb.rx_gso_packets), (2, 2));
+    // The guest's aggregation rate counts the wire segments each packet carried.
+    let segments: usize = (cases.iter())
+        .map(|(_, v, payload)| payload.len().div_ceil(usize::from(v.gso_size)))
+        .sum();
+    assert!(segments > 2 * 10, "{segments}");
+    assert_eq!(nb.rx_segments, segments as u64);
     // 65,226 bytes take 16 pages and the extra slot; 28,634 take 7 and the extra slot.
     assert_eq!(nb.rx_slots, 17 + 8);
     assert_eq!(dp.stats.port_refused.total(), 0);

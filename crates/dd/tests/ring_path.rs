@@ -115,6 +115,7 @@ fn rx_many_sizes_chains_and_gso_wrap_the_ring() {
     let mut expected: VecDeque<(VirtioNetHdr, Vec<u8>)> = VecDeque::new();
     let mut got: Delivered = Vec::new();
     let (mut n_pkts, mut n_slots, mut n_gso, mut n_bytes) = (0u64, 0u64, 0u64, 0u64);
+    let mut n_segs = 0u64;
     let mut seed = 0u32;
     let mut make = |rng: &mut XorShift| -> (Packet, VirtioNetHdr) {
         seed += 1;
@@ -156,6 +157,11 @@ fn rx_many_sizes_chains_and_gso_wrap_the_ring() {
             let bytes: Vec<u8> = pkt.pieces().flat_map(|p| p.iter().copied()).collect();
             n_slots += rx_slots_of(bytes.len(), &pkt.vnet);
             n_gso += u64::from(pkt.vnet.gso_kind() != vnet::GSO_NONE);
+            n_segs += match pkt.vnet.gso_kind() {
+                vnet::GSO_NONE => 1,
+                _ => (bytes.len() - usize::from(pkt.vnet.hdr_len))
+                    .div_ceil(usize::from(pkt.vnet.gso_size)) as u64,
+            };
             n_bytes += bytes.len() as u64;
             n_pkts += 1;
             assert!(nb.rx_enqueue(pkt));
@@ -195,6 +201,8 @@ fn rx_many_sizes_chains_and_gso_wrap_the_ring() {
     assert_eq!(nb.stats.rx_packets, n_pkts);
     assert_eq!(nb.stats.rx_slots, n_slots);
     assert_eq!(nb.stats.rx_gso_packets, n_gso);
+    assert_eq!(nb.stats.rx_segments, n_segs);
+    assert!(n_segs > n_pkts, "GSO packets carried several segments");
     assert_eq!(nb.stats.rx_bytes, n_bytes);
     assert!(
         n_slots > 20 * 256,

@@ -27,6 +27,18 @@ fn gib_through(args: &[&str]) -> serde_json::Value {
     assert_eq!(vif["state"], "connected");
     assert!(u(&vif["netback"]["rx_gso_packets"]) > 1000, "{vif}");
     assert!(u(&vif["netfront"]["rx_gso_packets"]) > 1000, "{vif}");
+    // The guest's own aggregation rate (the bench's per-guest LRO rate): the segments its
+    // packets carried, per packet. Its one stream is all the engine aggregated.
+    let (segs, pkts) = (
+        u(&vif["netback"]["rx_segments"]),
+        u(&vif["netback"]["rx_packets"]),
+    );
+    assert!(segs as f64 > 0.9 * u(&l["segments_in"]) as f64, "{vif} {l}");
+    let (mine, all) = (segs as f64 / pkts as f64, l["lro_rate"].as_f64().unwrap());
+    assert!(
+        (mine - all).abs() < 0.1 * all,
+        "guest {mine} against {all}: {vif}"
+    );
     assert_eq!(u(&st["pnic"]["kernel_drops"]), 0, "{st}");
     // Every wire frame fit its slot.
     assert_eq!(u(&st["pnic"]["rx_truncated"]), 0, "{st}");

@@ -122,6 +122,10 @@ pub struct Sample {
     /// got the same, 1/N when one got everything.
     #[serde(default)]
     pub jain: Option<f64>,
+    /// Each guest's aggregation rate under LRO, from its vif's counters: the wire segments
+    /// the packets delivered to it carried, per packet (empty without aggregation).
+    #[serde(default)]
+    pub per_guest_lro_rate: Vec<f64>,
     /// Bytes checked against the pattern (the built-in tool; 0 with iperf3).
     pub bytes_verified: u64,
     pub mismatches: u64,
@@ -579,6 +583,7 @@ fn measure(
                 Ok(v) => {
                     s.lro_rate = Some(v.lro_rate);
                     s.lro_psh_pct = v.psh_pct();
+                    s.per_guest_lro_rate = per_guest_lro_rate(&s.stat);
                     s.flush_latency_p50_us = Some(v.flush_latency.p50_us);
                     s.flush_latency_p99_us = Some(v.flush_latency.p99_us);
                 }
@@ -755,6 +760,21 @@ impl LroView {
         let psh = psh.copied().unwrap_or(0);
         (self.aggregates_out > 0).then(|| 100.0 * psh as f64 / self.aggregates_out as f64)
     }
+}
+
+/// Each vif's wire segments per packet delivered (`netback.rx_segments / rx_packets` in
+/// `pvnet stat`), for the vifs that received anything; empty from a daemon without the counter.
+fn per_guest_lro_rate(stat: &serde_json::Value) -> Vec<f64> {
+    let Some(vifs) = stat["vifs"].as_array() else {
+        return Vec::new();
+    };
+    (vifs.iter())
+        .filter_map(|v| {
+            let nb = &v["netback"];
+            let (segs, pkts) = (nb["rx_segments"].as_u64()?, nb["rx_packets"].as_u64()?);
+            (pkts > 0).then(|| segs as f64 / pkts as f64)
+        })
+        .collect()
 }
 
 #[derive(Deserialize)]
@@ -1064,6 +1084,18 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(none.psh_pct(), None);
+    }
+
+    #[test]
+    fn each_guest_s_lro_rate_is_its_vif_s_segments_per_packet() {
+        let vif = |segs: u64, pkts: u64| serde_json::json!({"netback": {"rx_segments": segs, "rx_packets": pkts}});
+        let stat = serde_json::json!({"vifs": [vif(4500, 100), vif(0, 0), vif(3000, 150)]});
+        // A vif that received nothing has no rate, and is not a 0.
+        assert_eq!(per_guest_lro_rate(&stat), [45.0, 20.0]);
+        // A daemon from before the counter: no rates rather than zeros.
+        let old = serde_json::json!({"vifs": [{"netback": {"rx_packets": 100}}]});
+        assert!(per_guest_lro_rate(&old).is_empty());
+        assert!(per_guest_lro_rate(&serde_json::json!({})).is_empty());
     }
 
     #[test]

@@ -191,10 +191,16 @@ pub fn tables(cs: &[ConfigSummary], reps: usize) -> Vec<Table> {
         out.push(Table {
             title: "Several guests: how the aggregate was shared".into(),
             columns: columns.clone(),
-            rows: ["jain", "per_guest_mbps.min", "per_guest_mbps.max"]
-                .iter()
-                .flat_map(|k| metric_rows(cs, k, reps))
-                .collect(),
+            rows: [
+                "jain",
+                "per_guest_mbps.min",
+                "per_guest_mbps.max",
+                "per_guest_lro_rate.min",
+                "per_guest_lro_rate.max",
+            ]
+            .iter()
+            .flat_map(|k| metric_rows(cs, k, reps))
+            .collect(),
         });
     }
     out

@@ -190,6 +190,26 @@ pub const METRICS: &[Metric] = &[
         decimals: 0,
     },
     Metric {
+        key: "per_guest_lro_rate.min",
+        label: "guest aggregating least (segments per packet)",
+        get: |s| {
+            s.jain
+                .and(s.per_guest_lro_rate.iter().copied().reduce(f64::min))
+        },
+        ratios: false,
+        decimals: 2,
+    },
+    Metric {
+        key: "per_guest_lro_rate.max",
+        label: "guest aggregating most (segments per packet)",
+        get: |s| {
+            s.jain
+                .and(s.per_guest_lro_rate.iter().copied().reduce(f64::max))
+        },
+        ratios: false,
+        decimals: 2,
+    },
+    Metric {
         key: "stage_ns.port",
         label: "port poll (ns per packet)",
         get: |s| stage_per_packet(s, "port"),
