@@ -457,9 +457,9 @@ pub struct VifStats {
 /// GSO packet its payload (`len` past the vnet header's `hdr_len`) over `gso_size`, rounded up.
 /// The header comes from the daemon's aggregation, the port or another guest: a zero segment
 /// size or a header past the end counts as one segment.
-fn wire_segments(len: usize, gso: u8, vnet: &VirtioNetHdr) -> u64 {
+fn wire_segments(len: usize, vnet: &VirtioNetHdr) -> u64 {
     let payload = len.saturating_sub(usize::from(vnet.hdr_len));
-    if gso == vnet::GSO_NONE || vnet.gso_size == 0 || payload == 0 {
+    if vnet.gso_kind() == vnet::GSO_NONE || vnet.gso_size == 0 || payload == 0 {
         return 1;
     }
     payload.div_ceil(usize::from(vnet.gso_size)) as u64
@@ -1260,7 +1260,7 @@ impl Netback {
         }
         if status == NETIF_RSP_OKAY {
             self.stats.rx_packets += 1;
-            self.stats.rx_segments += wire_segments(len, gso, vnet);
+            self.stats.rx_segments += wire_segments(len, vnet);
             self.stats.rx_bytes += len as u64;
             self.stats.rx_slots += (nslots + usize::from(gso != vnet::GSO_NONE)) as u64;
         }
@@ -1763,17 +1763,14 @@ mod tests {
     fn a_packet_counts_the_wire_segments_it_carries() {
         let v4 = vnet::GSO_TCPV4;
         // 44 full segments of 1448 and one of 392 behind 66 bytes of headers.
-        assert_eq!(
-            wire_segments(66 + 44 * 1448 + 392, v4, &hdr(v4, 66, 1448)),
-            45
-        );
-        assert_eq!(wire_segments(66 + 2 * 1448, v4, &hdr(v4, 66, 1448)), 2);
+        assert_eq!(wire_segments(66 + 44 * 1448 + 392, &hdr(v4, 66, 1448)), 45);
+        assert_eq!(wire_segments(66 + 2 * 1448, &hdr(v4, 66, 1448)), 2);
         // Not GSO: one, whatever its size.
         let none = vnet::GSO_NONE;
-        assert_eq!(wire_segments(9000, none, &hdr(none, 0, 0)), 1);
+        assert_eq!(wire_segments(9000, &hdr(none, 0, 0)), 1);
         // A header from elsewhere that makes no sense counts one, never divides by zero.
-        assert_eq!(wire_segments(66 + 4000, v4, &hdr(v4, 66, 0)), 1);
-        assert_eq!(wire_segments(100, v4, &hdr(v4, 4000, 1448)), 1);
-        assert_eq!(wire_segments(0, v4, &hdr(v4, 0, 1448)), 1);
+        assert_eq!(wire_segments(66 + 4000, &hdr(v4, 66, 0)), 1);
+        assert_eq!(wire_segments(100, &hdr(v4, 4000, 1448)), 1);
+        assert_eq!(wire_segments(0, &hdr(v4, 0, 1448)), 1);
     }
 }

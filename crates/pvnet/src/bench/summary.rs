@@ -21,6 +21,12 @@ pub struct Metric {
 }
 
 /// Every metric, in report order.
+/// The least or the most (`pick`) of one figure per guest, in a sample of several guests
+/// (one guest's run has no spread to show).
+fn of_several(s: &Sample, per_guest: &[f64], pick: fn(f64, f64) -> f64) -> Option<f64> {
+    s.jain.and(per_guest.iter().copied().reduce(pick))
+}
+
 pub const METRICS: &[Metric] = &[
     Metric {
         key: "throughput_mbps",
@@ -172,40 +178,28 @@ pub const METRICS: &[Metric] = &[
     Metric {
         key: "per_guest_mbps.min",
         label: "slowest guest (Mbit/s)",
-        get: |s| {
-            s.jain
-                .and(s.per_guest_mbps.iter().copied().reduce(f64::min))
-        },
+        get: |s| of_several(s, &s.per_guest_mbps, f64::min),
         ratios: false,
         decimals: 0,
     },
     Metric {
         key: "per_guest_mbps.max",
         label: "fastest guest (Mbit/s)",
-        get: |s| {
-            s.jain
-                .and(s.per_guest_mbps.iter().copied().reduce(f64::max))
-        },
+        get: |s| of_several(s, &s.per_guest_mbps, f64::max),
         ratios: false,
         decimals: 0,
     },
     Metric {
         key: "per_guest_lro_rate.min",
         label: "guest aggregating least (segments per packet)",
-        get: |s| {
-            s.jain
-                .and(s.per_guest_lro_rate.iter().copied().reduce(f64::min))
-        },
+        get: |s| of_several(s, &s.per_guest_lro_rate, f64::min),
         ratios: false,
         decimals: 2,
     },
     Metric {
         key: "per_guest_lro_rate.max",
         label: "guest aggregating most (segments per packet)",
-        get: |s| {
-            s.jain
-                .and(s.per_guest_lro_rate.iter().copied().reduce(f64::max))
-        },
+        get: |s| of_several(s, &s.per_guest_lro_rate, f64::max),
         ratios: false,
         decimals: 2,
     },
