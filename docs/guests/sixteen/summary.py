@@ -4,7 +4,7 @@ m=r['machine']['memory_probe']; print('revision', r.get('revision'), 'cache', m[
 C=r['configs']
 ns=sorted({int(k.split('/g')[1]) if '/g' in k else 1 for k in C})
 print('fresh aggregate Mbit/s (median of reps), LRO segs/agg, cycles/byte total, Jain')
-for base in ['linux','xen','adaptive','relay','relay-adaptive']:
+for base in [b for b in ['linux','xen','adaptive','relay','relay-adaptive'] if b in C]:
     cells=[]
     for n in ns:
         c=C[base if n==1 else f'{base}/g{n}']
