@@ -126,8 +126,8 @@ pub fn memory_probe(cpu: usize) -> Option<Value> {
 /// the read over 64 MiB). 0 when not even the first step does.
 ///
 /// The bound is a share of main memory's latency, not a point between the fastest step and it:
-/// where the first step fits in a private L2 (2 MiB a core on the 2.6 GHz host of 2026-11-30, at
-/// 6 ns), the geometric midpoint between it and memory (30 ns) lies under that host's L3 (33–54
+/// where the first step fits in a private L2 (2 MiB a core on the Intel Xeon host of 2026-11-30,
+/// at 6 ns), the geometric midpoint between it and memory (30 ns) lies under that host's L3 (33–54
 /// ns up to 16 MiB), and the estimate named the L2. Measured so far: an L3 at 0.09–0.33 of main
 /// memory's latency (13–15 ns against 125–140 in the first host's quiet hours, 17–22 against
 /// 180–220 in its slow ones, 33–54 against 150–170 on the second host); a step half cached at
