@@ -20,13 +20,13 @@ pub struct Metric {
     pub decimals: usize,
 }
 
-/// Every metric, in report order.
 /// The least or the most (`pick`) of one figure per guest, in a sample of several guests
 /// (one guest's run has no spread to show).
 fn of_several(s: &Sample, per_guest: &[f64], pick: fn(f64, f64) -> f64) -> Option<f64> {
     s.jain.and(per_guest.iter().copied().reduce(pick))
 }
 
+/// Every metric, in report order.
 pub const METRICS: &[Metric] = &[
     Metric {
         key: "throughput_mbps",
