@@ -1,7 +1,7 @@
 #!/bin/bash
 N=$1; id=$2; out=$3
 P=/work/main/target/release/pvnet
-$P up --id $id --lro ${LRO:-off} --guests $N --sender-cpu 1 > /dev/null 2>&1 || exit 1
+$P up --id $id ${MODE:+--mode $MODE} --lro ${LRO:-off} --guests $N --sender-cpu 1 > /dev/null 2>&1 || exit 1
 for i in $(seq 0 $((N-1))); do
   (taskset -c 0 $P exec --id $id g$i $P perf server --once --bind 0.0.0.0:$((5201+i)) > /dev/null 2>&1 &)
 done

@@ -1,24 +1,7 @@
 #!/bin/bash
-# perf profile of CPU 0 with N guests streaming, the senders' work on CPU 1
-# (docs/consolidation/arrival/prof.sh with the mode as an argument)
-N=$1; id=$2; out=$3; MODE=${MODE:-xen}
-P=${P:-./target/release/pvnet}
-$P up --id $id --mode $MODE --lro ${LRO:-off} --guests $N --sender-cpu 1 > $out.up.log 2>&1 || { cat $out.up.log; exit 1; }
-for i in $(seq 0 $((N-1))); do
-  (taskset -c 0 $P exec --id $id g$i $P perf server --once --bind 0.0.0.0:$((5201+i)) > /dev/null 2>&1 &)
-done
-sleep 1
-for i in $(seq 0 $((N-1))); do
-  (taskset -c 1 $P exec --id $id remote $P perf stream 10.77.0.$((10+i)) --port $((5201+i)) --duration 9 > $out.s$i.json 2>&1 &)
-done
-sleep 3
-perf record -e cpu-clock -C 0 -F 2999 -o $out.data -- sleep 5 2> /dev/null
-sleep 3
-$P down --id $id > /dev/null 2>&1
-python3 -c "
-import json
-t=0
-for i in range($N):
-    d=json.load(open('$out.s%d.json'%i)); t+=d['receiver']['mbps'] if 'receiver' in d else d.get('mbps',0)
-print('$out aggregate Mbit/s', round(t))"
-perf report -i $out.data --no-children --sort sym --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | head -60 > $out.top.txt
+# ../../../consolidation/arrival/prof.sh N ID OUT (the perf profile of CPU 0 with N guests
+# streaming, the senders' work on CPU 1) in mode MODE (xen or relay), then its top symbols in
+# OUT.top.txt, which cmp.py reads. As root, from the repository's root.
+here=$(dirname "$0")
+MODE=${MODE:-xen} bash "$here/../../../consolidation/arrival/prof.sh" "$@" || exit 1
+perf report -i "$3.data" --no-children --sort sym --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | head -60 > "$3.top.txt"
