@@ -17,12 +17,16 @@ if ! cargo +nightly miri --version >/dev/null 2>&1; then
     echo "== installing Miri for the nightly toolchain"
     rustup component add --toolchain nightly miri
 fi
-cargo +nightly miri setup >/dev/null 2>&1
+# Quiet when it works; its own words when it does not.
+setup=$(cargo +nightly miri setup 2>&1) || { echo "$setup" >&2; exit 1; }
 echo "# $(cargo +nightly miri --version), $(date -u +%FT%TZ), revision $(git rev-parse --short HEAD)"
 
 miri() {
     echo "# cargo +nightly miri test $*"
-    nice -n 19 cargo +nightly miri test "$@" 2>&1 | grep -E '^test |^error|panicked|Undefined Behavior'
+    # Cargo's progress lines left out; every test line and all of a finding (Miri's report of
+    # undefined behaviour spans many lines: where, why, the backtrace) kept.
+    nice -n 19 cargo +nightly miri test "$@" 2>&1 |
+        grep -vE '^ *(Compiling|Finished|Running|Doc-tests) |^running [0-9]+ tests?$|^$'
 }
 
 for part in ${*:-netif hv dd}; do
