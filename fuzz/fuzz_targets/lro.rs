@@ -1,5 +1,5 @@
 //! The LRO engine (`pvnet_dd::lro`) driven by fuzz-chosen event sequences: frames of four
-//! flows (two IPv4, two IPv6 with extension header chains) that are next in sequence, short,
+//! flows (two IPv4, two IPv6 with extension header chains; to one guest or two) that are next in sequence, short,
 //! duplicated, out of order, pure ACKs, SYNs, with bad checksums, not TCP, with a changed ACK,
 //! MAC, TTL, window, extension header, FIN or CWR; well-formed frames with fuzz-chosen bytes
 //! flipped or cut; frames of raw fuzz bytes; with receive metadata none / DATA_VALID / partial
@@ -153,6 +153,8 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
     let mode0 = mode(u)?;
     let policy0 = policy(u)?;
     let max_flows = u.int_in_range(1..=4usize)?;
+    // Flows 1 and 3 to a second guest: a full table then picks between two destinations.
+    let two_guests = u.arbitrary::<bool>()?;
     let mut tx: Vec<Sender> = (0..4)
         .map(|i| -> Result<Sender> {
             let mss = match u.int_in_range(0..=4u8)? {
@@ -174,6 +176,11 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
                 } else {
                     Vec::new()
                 },
+                dst_mac: if two_guests && i % 2 == 1 {
+                    MAC_DST2
+                } else {
+                    MAC_DST
+                },
             })
         })
         .collect::<Result<_>>()?;
@@ -182,8 +189,8 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
         mode: mode0,
         policy: policy0,
         max_flows,
-        // Below the table's size from two flows on, so a destination at its cap (all four of
-        // the flows share one destination MAC) evicts its own oldest: that path is fuzzed too.
+        // Below the table's size from two flows on, so a destination at its cap evicts its own
+        // oldest (all four flows at one destination, or two at each): that path is fuzzed too.
         max_flows_per_dst: (max_flows - 1).max(1),
         ticks_per_us: 1,
     };

@@ -3,7 +3,7 @@
 //! delivered (byte for byte where the test compares bytes). The caps: queued packets
 //! (`rx_queue_full`), queued bytes — the guest's memory in the driver domain
 //! (`rx_queue_memory_full`), data-page mappings (`persistent_overflow`), aggregates held in the
-//! shared LRO table (`guest_flow_cap`).
+//! shared LRO table (`guest_flow_cap`), and which guest's aggregate a full table gives up.
 
 use crate::lro_common;
 use crate::ring_common;
@@ -188,7 +188,7 @@ fn a_guest_with_many_flows_holds_at_most_its_share_of_the_lro_table() {
     let mut out = Vec::new();
     let noisy = MAX_FLOWS_PER_DST + 4;
     // Guest A (MAC_DST): `noisy` flows of 3 segments each, interleaved; guest B: one flow.
-    let guest_b = [0x00, 0x16, 0x3e, 0x00, 0x00, 0x0c];
+    let guest_b = lro_common::MAC_DST2;
     let flows: Vec<Vec<_>> = (0..=noisy)
         .map(|f| {
             stream(false, 1, 1000, 3)
@@ -235,5 +235,58 @@ fn a_guest_with_many_flows_holds_at_most_its_share_of_the_lro_table() {
     for (_, segs) in got {
         let bytes: Vec<u8> = segs.iter().flat_map(|(_, b)| b.clone()).collect();
         assert_eq!(bytes, lro_common::bytes(1, 3000));
+    }
+}
+
+#[test]
+fn in_a_full_table_a_new_flow_displaces_the_largest_holder_never_a_guest_within_its_share() {
+    use lro_common::{bytes, no_vnet, per_flow, stream, PSH};
+    // Three guests share one table of 6 (as on one port queue), each capped at 4.
+    let mut lro = Lro::new(lro::Config {
+        policy: Policy::Every(64),
+        max_flows: 6,
+        max_flows_per_dst: 4,
+        ticks_per_us: 1,
+        ..lro::Config::default()
+    });
+    let (a, b, c) = (1u8, 2u8, 3u8);
+    let mut now = 1;
+    let mut out = Vec::new();
+    let mut all = Vec::new();
+    // Opens flow `port` of guest `g` with one segment, and names the flows that left.
+    let mut open = |lro: &mut Lro, g: u8, port: u16| -> Vec<u16> {
+        let s = stream(false, 1, 1000, 2).remove(0).with(|s| {
+            s.src_port = port;
+            s.dst_mac = [0x00, 0x16, 0x3e, 0x00, 0x01, g];
+            s.flags &= !PSH;
+        });
+        lro.receive(s.build(), no_vnet(), now, &mut out);
+        now += 1;
+        let left = per_flow(&out).keys().map(|k| k.1).collect();
+        all.append(&mut out);
+        left
+    };
+    // B's and C's first aggregates are the table's oldest; then A fills it to its cap.
+    assert!(open(&mut lro, b, 200).is_empty());
+    assert!(open(&mut lro, c, 300).is_empty());
+    for p in 100..104 {
+        assert!(open(&mut lro, a, p).is_empty());
+    }
+    assert_eq!(lro.held(), 6);
+    // A holds the most, so its oldest leaves, not the table's oldest (B's, then C's).
+    assert_eq!(open(&mut lro, b, 201), vec![100]);
+    assert_eq!(open(&mut lro, c, 301), vec![101]);
+    // Each now holds 2, an equal share: a new flow displaces its own guest's oldest.
+    assert_eq!(open(&mut lro, a, 104), vec![102]);
+    assert_eq!(open(&mut lro, c, 302), vec![300]);
+    assert_eq!(open(&mut lro, b, 202), vec![200]);
+    let st = lro.stats();
+    assert_eq!((st.evictions, st.guest_flow_cap), (5, 0));
+    lro.flush_all(now, &mut all);
+    // Nothing lost or duplicated: every flow's one segment arrives once, whole.
+    let got = per_flow(&all);
+    assert_eq!(got.len(), 11);
+    for (_, segs) in got {
+        assert_eq!(segs, vec![(1, bytes(1, 1000))]);
     }
 }

@@ -238,8 +238,10 @@ pub struct Config {
     /// Most aggregates held at once for one destination MAC address, i.e. one guest (its
     /// cap in the shared table; at least 1). A segment that would open one more for a
     /// destination at its cap first flushes that destination's oldest aggregate (counted:
-    /// `guest_flow_cap`, and as an eviction), so one guest's many flows never push another
-    /// guest's aggregates out of the table while the table has room for both.
+    /// `guest_flow_cap`, and as an eviction). In a full table a new flow displaces the oldest
+    /// aggregate of the destination that holds the most, its own when it is among them, so a
+    /// guest that holds no more than an equal share of the table never loses an aggregate to
+    /// another guest's flows.
     pub max_flows_per_dst: usize,
     /// Clock rate of `now` (the daemon passes the TSC); at least 1.
     pub ticks_per_us: u64,
@@ -493,7 +495,7 @@ impl Lro {
         let i = match idx {
             Some(i) => i,
             None => {
-                let i = self.new_slot(meta.key, now, out);
+                let i = self.new_slot(meta.key, &dst, now, out);
                 self.flows[i].observe(now, self.epoch, cap, false);
                 i
             }
@@ -618,19 +620,44 @@ impl Lro {
         Some(i)
     }
 
-    /// A table entry for a new flow; when every entry holds an aggregate, the oldest one
-    /// leaves (reason "eviction").
-    fn new_slot(&mut self, key: FlowKey, now: u64, out: &mut Vec<Packet>) -> usize {
+    /// A table entry for a new flow of destination `dst`; when every entry holds an
+    /// aggregate, one leaves (reason "eviction"): the oldest of the destination (guest) that
+    /// holds the most, `dst` itself when it is among them. So a guest's new flow displaces
+    /// another guest's aggregate only when that guest holds more than it does, and a guest
+    /// that holds no more than an equal share of the table never loses one to another guest.
+    /// With one destination this is Linux GRO's rule for a full bucket: the oldest leaves.
+    fn new_slot(&mut self, key: FlowKey, dst: &[u8; 6], now: u64, out: &mut Vec<Packet>) -> usize {
         if let Some(i) = self.free_slot(key) {
             return i;
         }
-        let i = (0..self.flows.len())
-            .min_by_key(|&i| self.flows[i].held.as_ref().map_or(u64::MAX, |a| a.first_at))
-            .expect("max_flows >= 1");
+        let i = self.victim(dst).expect("a full table holds an aggregate");
         self.c.evictions += 1;
         self.flush_flow_for(Reason::Eviction, i, now, out);
         self.flows[i] = Flow::new(key);
         i
+    }
+
+    /// The entry [`Self::new_slot`] empties in a full table for a new flow of `dst`.
+    fn victim(&self, dst: &[u8; 6]) -> Option<usize> {
+        // Per destination: how many aggregates it holds, and the entry and age of its oldest.
+        // The table is small (32 by default) and this runs only when every entry is held.
+        let mut per: Vec<(&[u8], usize, usize, u64)> = Vec::new();
+        for (i, f) in self.flows.iter().enumerate() {
+            let Some(a) = f.held.as_ref() else { continue };
+            let d = &a.macs()[..6];
+            match per.iter_mut().find(|p| p.0 == d) {
+                Some(p) => {
+                    p.1 += 1;
+                    if a.first_at < p.3 {
+                        (p.2, p.3) = (i, a.first_at);
+                    }
+                }
+                None => per.push((d, 1, i, a.first_at)),
+            }
+        }
+        per.iter()
+            .max_by_key(|p| (p.1, p.0 == &dst[..], std::cmp::Reverse(p.3)))
+            .map(|p| p.2)
     }
 
     /// Passes a frame on unchanged.

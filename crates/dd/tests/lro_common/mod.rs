@@ -23,6 +23,8 @@ pub const CWR: u8 = 0x80;
 
 pub const MAC_DST: [u8; 6] = [0x00, 0x16, 0x3e, 0x00, 0x00, 0x0a];
 pub const MAC_SRC: [u8; 6] = [0x00, 0x16, 0x3e, 0x00, 0x00, 0x0b];
+/// A second guest behind the same port (flows to two destinations share an LRO table).
+pub const MAC_DST2: [u8; 6] = [0x00, 0x16, 0x3e, 0x00, 0x00, 0x0c];
 pub const SRC4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 pub const DST4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
 pub const TIMESTAMP: [u8; 12] = [1, 1, 8, 10, 0, 0, 0x30, 0x39, 0xde, 0xad, 0xbe, 0xef];
@@ -418,6 +420,8 @@ pub struct Sender {
     pub salt: u32,
     /// IPv6 extension headers on every segment.
     pub ext: Vec<(u8, Vec<u8>)>,
+    /// The guest it streams to.
+    pub dst_mac: [u8; 6],
 }
 
 impl Sender {
@@ -432,6 +436,7 @@ impl Sender {
         };
         s.with(|s| {
             s.src_port = self.port;
+            s.dst_mac = self.dst_mac;
             s.ack = self.ack;
             s.ip_id = self.ip_id;
             if self.v6 {
