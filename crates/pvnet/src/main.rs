@@ -810,7 +810,7 @@ fn run(cli: Cli) -> Result<()> {
             if json {
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                print_stat(&v);
+                print!("{}", stat_text(&v));
             }
             Ok(())
         }
@@ -995,33 +995,54 @@ fn print_info(i: &rundir::RunInfo) {
     );
 }
 
-fn print_stat(v: &serde_json::Value) {
-    println!(
+/// `pvnet stat`'s text: the daemon's `stat --json` object, counters that are zero left out.
+fn stat_text(v: &serde_json::Value) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    // Writing into a String cannot fail.
+    macro_rules! out {
+        ($($t:tt)*) => {
+            let _ = writeln!(s, $($t)*);
+        };
+    }
+    out!(
         "run {}  mode {}  up {:.1} s",
         v["id"].as_str().unwrap_or("?"),
         v["mode"],
         v["uptime_s"].as_f64().unwrap_or(0.0)
     );
-    let flat = |prefix: &str, o: &serde_json::Value| {
+    // One line of an object's counters that moved (nested objects and lists have lines of
+    // their own).
+    let flat = |s: &mut String, prefix: &str, o: &serde_json::Value| {
         if let Some(m) = o.as_object() {
             let parts: Vec<String> = m
                 .iter()
-                .filter(|(_, v)| v.as_u64() != Some(0) && !v.is_object() && !v.is_null())
+                .filter(|(_, v)| {
+                    v.as_u64() != Some(0) && !v.is_object() && !v.is_array() && !v.is_null()
+                })
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
-            println!("  {prefix:<9} {}", parts.join(" "));
+            let _ = writeln!(s, "  {prefix:<9} {}", parts.join(" "));
         }
     };
-    flat("daemon", &v["daemon"]);
+    flat(&mut s, "daemon", &v["daemon"]);
     if v["daemon"]["g2g"].is_object() {
-        flat("  g2g", &v["daemon"]["g2g"]);
+        flat(&mut s, "  g2g", &v["daemon"]["g2g"]);
     }
-    flat("  cpu", &v["daemon_cpu"]);
-    flat("pnic", &v["pnic"]);
-    flat("grant", &v["grant"]);
+    flat(&mut s, "  cpu", &v["daemon_cpu"]);
+    flat(&mut s, "pnic", &v["pnic"]);
+    for (i, q) in v["pnic"]["rx_queues"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        flat(&mut s, &format!("  queue {i}"), q);
+    }
+    flat(&mut s, "grant", &v["grant"]);
     if v["frames"].is_object() {
         // Machine frames (flip): the counters, then what each domain owns.
-        flat("frames", &v["frames"]);
+        flat(&mut s, "frames", &v["frames"]);
         let per: Vec<String> = v["frames"]["domains"]
             .as_array()
             .map(|a| {
@@ -1030,24 +1051,24 @@ fn print_stat(v: &serde_json::Value) {
                     .collect()
             })
             .unwrap_or_default();
-        println!("  {:<9} {}", "  owned", per.join(" "));
+        out!("  {:<9} {}", "  owned", per.join(" "));
     }
-    flat("bridge", &v["bridge"]);
-    flat("settings", &v["settings"]);
-    flat("limits", &v["limits"]);
+    flat(&mut s, "bridge", &v["bridge"]);
+    flat(&mut s, "settings", &v["settings"]);
+    flat(&mut s, "limits", &v["limits"]);
     if v["lro"].is_object() {
-        flat("lro", &v["lro"]);
-        flat("  flush", &v["lro"]["flush"]);
-        flat("  latency", &v["lro"]["flush_latency"]);
+        flat(&mut s, "lro", &v["lro"]);
+        flat(&mut s, "  flush", &v["lro"]["flush"]);
+        flat(&mut s, "  latency", &v["lro"]["flush_latency"]);
     }
     if u64_of(&v["capture"]["started"]) > 0 {
         let mut c = v["capture"].clone();
         if let Some(o) = c.as_object_mut() {
             o.remove("active");
         }
-        flat("capture", &c);
+        flat(&mut s, "capture", &c);
         for c in v["capture"]["active"].as_array().into_iter().flatten() {
-            println!(
+            out!(
                 "    {}  records={} bytes={} dropped={}",
                 c["port"].as_str().unwrap_or("?"),
                 c["records"],
@@ -1056,17 +1077,22 @@ fn print_stat(v: &serde_json::Value) {
             );
         }
     }
+    if u64_of(&v["reclaimed"]["domains"]) > 0 {
+        flat(&mut s, "reclaimed", &v["reclaimed"]);
+    }
     if u64_of(&v["restart"]["restarts"]) > 0 {
         let r = &v["restart"];
-        println!(
+        out!(
             "  restart   restarts={} reconnections={} last_reconnection_uptime_s={}",
-            r["restarts"], r["reconnections"], r["last_reconnection_uptime_s"]
+            r["restarts"],
+            r["reconnections"],
+            r["last_reconnection_uptime_s"]
         );
-        flat("  last", &r["last"]);
+        flat(&mut s, "  last", &r["last"]);
     }
     if let Some(vifs) = v["vifs"].as_array() {
         for vif in vifs {
-            println!(
+            out!(
                 "  vif {}  {}  {}{}",
                 vif["domid"],
                 vif["mac"].as_str().unwrap_or(""),
@@ -1076,20 +1102,20 @@ fn print_stat(v: &serde_json::Value) {
                     .map(|f| format!(" ({f})"))
                     .unwrap_or_default()
             );
-            flat("  netback", &vif["netback"]);
-            flat("  netfront", &vif["netfront"]);
+            flat(&mut s, "  netback", &vif["netback"]);
+            flat(&mut s, "  netfront", &vif["netfront"]);
         }
     }
     for r in v["relay"].as_array().into_iter().flatten() {
-        println!(
+        out!(
             "  relay {}  {}",
             r["domid"],
             r["mac"].as_str().unwrap_or("")
         );
-        flat("  tap", &r["stats"]);
+        flat(&mut s, "  tap", &r["stats"]);
     }
     for h in v["hvm"].as_array().into_iter().flatten() {
-        println!(
+        out!(
             "  hvm {}  {}  path {}  {}{}",
             h["domid"],
             h["mac"].as_str().unwrap_or(""),
@@ -1104,16 +1130,17 @@ fn print_stat(v: &serde_json::Value) {
                 .map(|f| format!(" (failed: {f})"))
                 .unwrap_or_default()
         );
-        flat("  port", &h["bridge_port"]);
-        flat("  dm", &h["device_model"]);
-        flat("  dm card", &h["device_model"]["card"]);
-        flat("  dm ioreq", &h["device_model"]["server"]);
-        flat("  dm process", &h["device_model"]["process"]);
-        flat("  guest", &h["guest"]);
-        flat("  guest process", &h["guest"]["process"]);
-        flat("  vcpu", &h["guest"]["vcpu"]);
-        flat("  driver", &h["guest"]["driver"]);
+        flat(&mut s, "  port", &h["bridge_port"]);
+        flat(&mut s, "  dm", &h["device_model"]);
+        flat(&mut s, "  dm card", &h["device_model"]["card"]);
+        flat(&mut s, "  dm ioreq", &h["device_model"]["server"]);
+        flat(&mut s, "  dm process", &h["device_model"]["process"]);
+        flat(&mut s, "  guest", &h["guest"]);
+        flat(&mut s, "  guest process", &h["guest"]["process"]);
+        flat(&mut s, "  vcpu", &h["guest"]["vcpu"]);
+        flat(&mut s, "  driver", &h["guest"]["driver"]);
     }
+    s
 }
 
 fn u64_of(v: &serde_json::Value) -> u64 {
@@ -1356,6 +1383,40 @@ fn other_cpu(receiving: Option<usize>, nr_cpus: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn stat_text_shows_what_moved_the_reclaim_and_each_receive_queue() {
+        let v = serde_json::json!({
+            "id": "ab12", "mode": "pv", "uptime_s": 3.0,
+            "daemon": {"polls": 7, "pnic_deferred": 0},
+            "pnic": {"rx_frames": 9, "kernel_drops": 0, "rx_queues": [
+                {"frames": 5, "kernel_drops": 0, "paused": false, "leases": 0},
+                {"frames": 4, "kernel_drops": 3, "paused": true, "leases": 0},
+            ]},
+            "reclaimed": {"domains": 1, "pages": 4096, "queued_packets": 0},
+            "vifs": [],
+        });
+        let t = super::stat_text(&v);
+        let line = |p: &str| {
+            t.lines()
+                .find(|l| l.trim_start().starts_with(p))
+                .unwrap_or_else(|| panic!("no {p} in\n{t}"))
+                .to_string()
+        };
+        assert!(line("daemon").ends_with(" polls=7"), "{t}");
+        assert!(line("pnic").ends_with(" rx_frames=9"), "{t}");
+        assert!(!t.contains('['), "lists have lines of their own:\n{t}");
+        assert!(line("queue 0").ends_with(" frames=5 paused=false"), "{t}");
+        assert!(
+            line("queue 1").ends_with(" frames=4 kernel_drops=3 paused=true"),
+            "{t}"
+        );
+        assert!(line("reclaimed").ends_with(" domains=1 pages=4096"), "{t}");
+        // No guest died: no reclaim line.
+        let mut quiet = v.clone();
+        quiet["reclaimed"]["domains"] = 0.into();
+        assert!(!super::stat_text(&quiet).contains("reclaimed"));
+    }
+
     #[test]
     fn a_streams_slice_line_is_checked() {
         use std::time::Duration;

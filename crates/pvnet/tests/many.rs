@@ -126,6 +126,17 @@ fn a_killed_guest_is_reclaimed_and_the_others_go_on() {
     let r = &st["reclaimed"];
     assert_eq!(u(&r["domains"]), 1, "{st}");
     assert!(u(&r["pages"]) > 0, "{r}");
+    // `pvnet stat` as an operator reads it shows the reclaim too.
+    let text = ok(&["stat", "--id", &run.id]);
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("reclaimed"))
+        .unwrap_or_else(|| panic!("no reclaimed line in:\n{text}"));
+    assert!(line.contains("domains=1"), "{line}");
+    assert!(
+        line.contains(&format!("pages={}", u(&r["pages"]))),
+        "{line}"
+    );
     let v1 = &st["vifs"][1];
     assert_eq!(v1["state"], "closed", "{v1}");
     assert_eq!(st["vifs"][0]["state"], "connected", "{st}");
