@@ -99,11 +99,13 @@ ctl("reply_list", 3, {"List": ["state", "mac"]})
 write("ctl", "garbage", b"\x00{\"Xs\":")
 
 # ---------------------------------------------------------------- lro (Unstructured)
-def lro_header(mode=0, policy=(0,), max_flows=3, mss=(2, 2, 2, 2), chains=(0, 1), queues=1):
+def lro_header(mode=0, policy=(0,), max_flows=3, mss=(2, 2, 2, 2), chains=(0, 1), queues=1,
+               two_guests=False):
     b = [queues - 1] + [0] * 8  # receive queues, then the 4-tuple hash's salt (u64)
     b += [mode]
     b += list(policy)
     b += [max_flows - 1]
+    b += [1 if two_guests else 0]  # flows 1 and 3 to a second guest
     b += list(mss)
     b += list(chains)
     return b
@@ -157,6 +159,11 @@ write("lro", "queues3", lro_header(policy=(3,), queues=3) + lag(1, 300) + lag(2,
       + sum([frame(f, 0, f % 3) for _ in range(3) for f in range(4)], [])
       + end_poll(0) + end_poll(1, True) + end_poll(2) + advance(20)
       + sum([frame(f, 0) for f in range(4)], []) + end_poll(1) + resize(1) + END_POLL)
+
+# Two guests in a full table of three (each capped at two): every new flow makes the table
+# choose whose oldest aggregate leaves (the guest holding the most, the newcomer's on a tie).
+write("lro", "two_guests", lro_header(policy=(1, 3), max_flows=3, two_guests=True) + sum(
+    [frame(f, 0) for _ in range(3) for f in (1, 0, 2, 3)], []) + END_POLL)
 
 # ---------------------------------------------------------------- xenstore (Unstructured)
 WORDS = ["local", "domain", "0", "1", "2", "3", "backend", "vif", "device", "state", "a-b", "10"]
