@@ -100,7 +100,8 @@ enum Cmd {
         #[arg(long)]
         foreground: bool,
         /// CPU for the driver domain and guests (the receiving CPU); -1 = no pinning.
-        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true,
+              value_parser = clap::value_parser!(i64).range(-1..))]
         cpu: i64,
         /// GRO on the physical port's veth end (off by default), standing for a NIC's LRO: the
         /// kernel coalesces TCP segments before the packet ring, whose slots then hold 64 KiB
@@ -205,7 +206,7 @@ enum Cmd {
     },
     /// Stop a run and remove everything it created.
     Down {
-        #[arg(long)]
+        #[arg(long, conflicts_with = "all")]
         id: Option<String>,
         /// Stop every run.
         #[arg(long)]
@@ -260,7 +261,7 @@ enum Cmd {
         #[arg(short = 'c', long)]
         count: Option<u64>,
         /// Stop after this many seconds.
-        #[arg(long)]
+        #[arg(long, value_parser = seconds)]
         duration: Option<f64>,
     },
     /// The traffic tool: a TCP stream, a TCP request/response, a UDP stream and a paced records
@@ -430,7 +431,7 @@ enum PerfCmd {
         #[arg(long, default_value_t = 5201)]
         port: u16,
         /// Seconds.
-        #[arg(long, default_value_t = 10.0)]
+        #[arg(long, default_value_t = 10.0, value_parser = seconds)]
         duration: f64,
         /// Bytes per write.
         #[arg(long, default_value_t = 65536)]
@@ -456,20 +457,21 @@ enum PerfCmd {
         #[arg(long, default_value_t = 65536)]
         msg_size: usize,
         /// Seconds any socket operation may block before the session fails.
-        #[arg(long, default_value_t = 30.0)]
+        #[arg(long, default_value_t = 30.0, value_parser = seconds)]
         limit: f64,
     },
     /// ICMP echo; prints sent/received/RTTs as JSON; fails unless every echo is answered.
     Ping {
         to: std::net::Ipv4Addr,
-        #[arg(long, default_value_t = 3)]
+        /// Echo requests, 1 to 65535 (ICMP's 16-bit sequence).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=65535))]
         count: u32,
         /// ICMP payload bytes per request (`ping -s`), sent with Don't Fragment: 8972 makes a
         /// 9000-byte IP packet. A reply counts only with its payload intact.
         #[arg(long, default_value_t = pvnet_perf::ping::DEFAULT_PAYLOAD)]
         size: usize,
         /// Seconds to wait for each reply before the request counts as unanswered (`ping -W`).
-        #[arg(long, default_value_t = 2.0)]
+        #[arg(long, default_value_t = 2.0, value_parser = seconds)]
         wait: f64,
     },
     /// Request/response transactions; prints rate and latency percentiles as JSON.
@@ -477,7 +479,7 @@ enum PerfCmd {
         to: String,
         #[arg(long, default_value_t = 5201)]
         port: u16,
-        #[arg(long, default_value_t = 10.0)]
+        #[arg(long, default_value_t = 10.0, value_parser = seconds)]
         duration: f64,
         #[arg(long, default_value_t = 1)]
         req_size: usize,
@@ -493,7 +495,7 @@ enum PerfCmd {
     /// neighbour of `pvnet bench --scenario neighbour`.
     Burn {
         /// Seconds (until killed if absent).
-        #[arg(long)]
+        #[arg(long, value_parser = seconds)]
         duration: Option<f64>,
     },
     /// Records of one size sent on a schedule, one in flight, each verified and acknowledged by
@@ -529,7 +531,7 @@ enum PerfCmd {
         #[arg(long)]
         rate: Option<pvnet_perf::Rate>,
         /// Seconds (10 if no count is given).
-        #[arg(long, conflicts_with_all = ["datagrams", "bytes"])]
+        #[arg(long, conflicts_with_all = ["datagrams", "bytes"], value_parser = seconds)]
         duration: Option<f64>,
         /// Stop after this many datagrams.
         #[arg(long, conflicts_with = "bytes")]
@@ -551,6 +553,24 @@ fn hvm_path_parser() -> impl clap::builder::TypedValueParser<Value = pvnet_hvm::
 }
 
 /// `pvnet perf records`' options, checked (a rate of 0 is no schedule).
+/// Guests `pvnet up` starts at most, PV, attached and HVM together: one address each after
+/// the driver domain's in 10.77.0.0/24 (`pvnet_testbed::topology::guest_addr`).
+const MAX_UP_GUESTS: usize = 245;
+
+/// Longest time a seconds option takes (about 11.6 days).
+pub(crate) const MAX_SECONDS: f64 = 1e6;
+
+/// The parser of every option given in seconds: a finite number above 0, at most
+/// [`MAX_SECONDS`] (a time the run can wait for, and that `Duration` holds).
+pub(crate) fn seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 && x <= MAX_SECONDS => Ok(x),
+        _ => Err(format!(
+            "{s:?} is not a number of seconds above 0 and at most {MAX_SECONDS}"
+        )),
+    }
+}
+
 fn records_opts(size: usize, count: u64, rate: f64) -> Result<pvnet_perf::RecordOpts> {
     let opts = pvnet_perf::RecordOpts {
         size,
@@ -658,6 +678,13 @@ fn run(cli: Cli) -> Result<()> {
             }
             if guests == 0 && mode != Mode::Linux && attach == 0 && hvm == 0 {
                 bail!("--guests must be at least 1");
+            }
+            if guests + attach + hvm > MAX_UP_GUESTS {
+                bail!(
+                    "--guests and --hvm: at most {MAX_UP_GUESTS} guests in all (one address each \
+                     in 10.77.0.10–254), not {}",
+                    guests + attach + hvm
+                );
             }
             if mode == Mode::Relay && attach > 0 {
                 bail!("--attach needs --mode xen (a relayed guest has no frontend)");
@@ -1570,6 +1597,57 @@ mod tests {
                 mode: lro::Mode::Page,
             })
         );
+    }
+
+    #[test]
+    fn every_seconds_option_takes_a_finite_time_above_zero_and_says_which_it_refused() {
+        for bad in ["0", "-1", "NaN", "inf", "1e20", "x"] {
+            for (args, flag) in [
+                (&["perf", "rr", "h"][..], "--duration"),
+                (&["perf", "stream", "h"], "--duration"),
+                (&["perf", "streams", "--to", "h:1"], "--limit"),
+                (&["perf", "ping", "10.0.0.1"], "--wait"),
+                (&["perf", "burn"], "--duration"),
+                (&["perf", "udp-stream", "h", "--size", "100"], "--duration"),
+                (&["capture"], "--duration"),
+                (&["bench"], "--duration"),
+                (&["bench"], "--rr-duration"),
+                (&["bench"], "--paired-seconds"),
+            ] {
+                let given = format!("{flag}={bad}");
+                let args: Vec<&str> = args.iter().copied().chain([given.as_str()]).collect();
+                let e = parse(&args)
+                    .err()
+                    .unwrap_or_else(|| panic!("{args:?} accepted"));
+                let msg = e.to_string();
+                assert!(
+                    msg.contains(&format!("for '{flag} <"))
+                        && msg.contains("is not a number of seconds above 0"),
+                    "{args:?}: {msg}"
+                );
+            }
+        }
+        assert_eq!(super::seconds(" 2.5 "), Ok(2.5));
+        assert_eq!(super::seconds("1e6"), Ok(super::MAX_SECONDS));
+    }
+
+    #[test]
+    fn ranges_and_conflicts_clap_enforces() {
+        for bad in [
+            &["perf", "ping", "10.0.0.1", "--count", "0"][..],
+            &["perf", "ping", "10.0.0.1", "--count", "65536"],
+            &["up", "--cpu", "-2"],
+            &["down", "--id", "ab12", "--all"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+        for good in [
+            &["perf", "ping", "10.0.0.1", "--count", "65535"][..],
+            &["up", "--cpu", "-1"],
+            &["down", "--all"],
+        ] {
+            assert!(parse(good).is_ok(), "{good:?}");
+        }
     }
 
     #[test]

@@ -306,11 +306,15 @@ fn clear_errors_for_bad_input() {
             (&["up", "--rx-queue-bytes", "2X"][..], "not a byte count"),
             (
                 &["perf", "ping", "127.0.0.1", "--wait", "0"][..],
-                "--wait must be a positive number of seconds",
+                "for '--wait <WAIT>': \"0\" is not a number of seconds above 0",
             ),
             (
                 &["perf", "ping", "127.0.0.1", "--wait", "NaN"][..],
-                "--wait must be a positive number of seconds",
+                "for '--wait <WAIT>': \"NaN\" is not a number of seconds above 0",
+            ),
+            (
+                &["up", "--guests", "200", "--hvm", "50"][..],
+                "at most 245 guests in all",
             ),
             (
                 &["up", "--persistent-grants", "0"][..],

@@ -69,10 +69,10 @@ pub struct BenchArgs {
     #[arg(long)]
     pub reps: Option<usize>,
     /// Seconds per stream test (default 6, quick 2).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::seconds)]
     pub duration: Option<f64>,
     /// Seconds per TCP_RR test (default 1.5, quick 1).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::seconds)]
     pub rr_duration: Option<f64>,
     /// Bytes per send call of the stream sender.
     #[arg(long, default_value_t = DEFAULT_MSG_SIZE)]
@@ -121,7 +121,7 @@ pub struct BenchArgs {
     /// Seconds per slice of the paired comparison (default 0.1). Shorter slices cancel more
     /// of this machine's slow drift: at the same total time, 0.05–0.1 s slices gave intervals
     /// 1.3–2× narrower than 1 s slices.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::seconds)]
     pub paired_seconds: Option<f64>,
     /// `--sweep guests`: rounds of the standing-testbed comparison of each configuration's
     /// largest guest count against one guest (default 40, quick 10; 0 skips it). Testbeds of N
