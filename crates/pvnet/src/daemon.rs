@@ -1670,6 +1670,12 @@ impl Daemon {
                 );
             }
         }
+        if self.cfg.port_frames && matches!(r.lro, Some(LroChange::On(_))) {
+            bail!(
+                "this run's port is the frame port (--grant flip, --port-frames), which takes \
+                 wire-sized frames only: no --lro"
+            );
+        }
         self.dp.set(r.lro.map(LroChange::policy), r.mode, r.bo);
         if let Some(on) = r.g2g {
             self.dp.set_g2g_direct(on);

@@ -235,6 +235,14 @@ fn two_guests_receive_then_send_a_gib_each_at_once_under_flip() {
         assert!(u(&v["netback"]["rx_flips"]) > 0, "{v}");
     }
     assert_frames_conserved(&st, 2);
+    // Aggregation cannot be turned on later either: `up` refuses it on the frame port.
+    let o = pvnet(&["set", "--id", &run.id, "--lro", "poll"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("wire-sized frames only"),
+        "{err}"
+    );
+    assert!(run.stat()["lro"].is_null());
 }
 
 #[test]
