@@ -473,9 +473,7 @@ fn plan_scenarios(args: &BenchArgs) -> Result<ScenarioPlan> {
     if !(1..=restart::MAX_RESTARTS).contains(&restarts) {
         bail!("--restarts must be 1 to {}", restart::MAX_RESTARTS);
     }
-    if args.msg_size == 0 {
-        bail!("--msg-size must be at least 1");
-    }
+    check_msg_size(args.msg_size)?;
     if args.tool != Tool::Builtin {
         bail!("--scenario runs the built-in tool only (its TCP_RR and verified streams)");
     }
@@ -856,9 +854,7 @@ impl Plan {
         };
         configs = with_directions(configs, args.direction);
         configs = expand_exit_costs(&configs, &configs::parse_exit_costs(&args.exit_cost_ns)?)?;
-        if args.msg_size == 0 {
-            bail!("--msg-size must be at least 1");
-        }
+        check_msg_size(args.msg_size)?;
         let reps = args.reps.unwrap_or(if args.quick { 1 } else { 3 });
         let stream_seconds = args.duration.unwrap_or(if args.quick { 2.0 } else { 6.0 });
         let rr_seconds = args
@@ -1202,6 +1198,16 @@ fn present(run: &Run, args: &BenchArgs, out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `--msg-size`: what one send of the stream tool may be (its protocol's limit), checked before
+/// any testbed starts rather than by every stream's child.
+fn check_msg_size(n: usize) -> Result<()> {
+    let max = pvnet_perf::proto::MAX_MSG as usize;
+    if !(1..=max).contains(&n) {
+        bail!("--msg-size must be 1 to {max} bytes (16 MiB), not {n}");
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1437,6 +1443,18 @@ mod tests {
             assert!(e.starts_with(bad[0]) && e.ends_with(bad[1]), "{bad:?}: {e}");
             assert!(Plan::new(&args(bad).unwrap()).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_send_size_the_stream_tool_cannot_take_is_refused_before_any_testbed() {
+        for n in ["0", "16777217"] {
+            let e = Plan::new(&bench_args(&["--msg-size", n]).unwrap())
+                .err()
+                .unwrap_or_else(|| panic!("--msg-size {n} accepted"))
+                .to_string();
+            assert!(e.contains("--msg-size must be 1 to 16777216"), "{e}");
+        }
+        assert!(Plan::new(&bench_args(&["--msg-size", "16777216"]).unwrap()).is_ok());
     }
 
     #[test]
