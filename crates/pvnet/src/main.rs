@@ -679,11 +679,11 @@ fn run(cli: Cli) -> Result<()> {
             if guests == 0 && mode != Mode::Linux && attach == 0 && hvm == 0 {
                 bail!("--guests must be at least 1");
             }
-            if guests + attach + hvm > MAX_UP_GUESTS {
+            let all = guests.saturating_add(attach).saturating_add(hvm);
+            if all > MAX_UP_GUESTS {
                 bail!(
                     "--guests and --hvm: at most {MAX_UP_GUESTS} guests in all (one address each \
-                     in 10.77.0.10–254), not {}",
-                    guests + attach + hvm
+                     in 10.77.0.10–254), not {all}"
                 );
             }
             if mode == Mode::Relay && attach > 0 {

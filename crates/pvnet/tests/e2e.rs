@@ -317,6 +317,10 @@ fn clear_errors_for_bad_input() {
                 "at most 245 guests in all",
             ),
             (
+                &["up", "--guests", "18446744073709551615", "--hvm", "1"][..],
+                "at most 245 guests in all",
+            ),
+            (
                 &["up", "--persistent-grants", "0"][..],
                 "--persistent-grants must be between 1",
             ),
