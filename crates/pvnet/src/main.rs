@@ -164,8 +164,10 @@ enum Cmd {
         /// at the trap).
         #[arg(long, default_value = "original", value_parser = hvm_path_parser())]
         hvm_path: pvnet_hvm::Path,
-        /// Modelled cost of one VM exit in nanoseconds (spent by the HVM vCPU per port access).
-        #[arg(long, default_value_t = 0)]
+        /// Modelled cost of one VM exit in nanoseconds (spent by the HVM vCPU per port access),
+        /// at most 10 ms, as in bench.
+        #[arg(long, default_value_t = 0,
+              value_parser = clap::value_parser!(u64).range(0..=bench::configs::MAX_EXIT_COST_NS))]
         exit_cost_ns: u64,
         /// Guest-to-guest frames in one copy, grant to grant (`on`), or copied through a
         /// driver-domain buffer (`off`); `pvnet set --g2g` changes it later.
@@ -1638,6 +1640,7 @@ mod tests {
             &["perf", "ping", "10.0.0.1", "--count", "65536"],
             &["up", "--cpu", "-2"],
             &["down", "--id", "ab12", "--all"],
+            &["up", "--hvm", "1", "--exit-cost-ns", "10000001"],
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
@@ -1645,6 +1648,7 @@ mod tests {
             &["perf", "ping", "10.0.0.1", "--count", "65535"][..],
             &["up", "--cpu", "-1"],
             &["down", "--all"],
+            &["up", "--hvm", "1", "--exit-cost-ns", "10000000"],
         ] {
             assert!(parse(good).is_ok(), "{good:?}");
         }

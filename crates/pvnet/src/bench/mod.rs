@@ -17,7 +17,7 @@
 //! This module plans a run ([`Plan`]), executes it, and presents it.
 
 mod child;
-mod configs;
+pub(crate) mod configs;
 mod hvm;
 mod interrupt;
 mod machine;
