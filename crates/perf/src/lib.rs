@@ -28,8 +28,8 @@ pub use records::{records_send, RecordOpts, RecordsReport, RecordsResult};
 pub use rr::{rr_client, rr_steps, LatencyHistogram, RrOpts, RrReport, RrSession, RrSlice};
 pub use server::{bind_listener, serve, serve_on, RrSummary, ServerEvent, ServerOpts};
 pub use stream::{
-    stream_send, stream_send_outcome, SenderTcp, StreamOpts, StreamOutcome, StreamReport,
-    StreamResult, TcpSample,
+    check_msg_size, stream_send, stream_send_outcome, SenderTcp, StreamOpts, StreamOutcome,
+    StreamReport, StreamResult, TcpSample,
 };
 pub use streams::{Session as StreamsSession, StreamsResult, StreamsSlice};
 pub use udp::{

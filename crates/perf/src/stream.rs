@@ -243,7 +243,7 @@ pub fn stream_send_outcome(addr: SocketAddr, opts: &StreamOpts) -> anyhow::Resul
 }
 
 /// A sender's message size: 1 to [`proto::MAX_MSG`].
-pub(crate) fn check_msg_size(msg_size: usize) -> anyhow::Result<()> {
+pub fn check_msg_size(msg_size: usize) -> anyhow::Result<()> {
     if msg_size == 0 || msg_size > proto::MAX_MSG as usize {
         bail!("msg_size {msg_size} out of range 1..={}", proto::MAX_MSG);
     }

@@ -27,15 +27,18 @@ pub fn dd_addr() -> Ipv4Addr {
     Ipv4Addr::new(10, 77, 0, 2)
 }
 
+/// Guests the address plan has room for: 10.77.0.10 to 10.77.0.254.
+pub const MAX_GUESTS: usize = 245;
+
 /// Guest `i`'s address, 10.77.0.(10+i). Panics past 10.77.0.254.
 pub fn guest_addr(i: usize) -> Ipv4Addr {
-    assert!(i <= 244, "guest index {i} out of range");
+    assert!(i < MAX_GUESTS, "guest index {i} out of range");
     Ipv4Addr::new(10, 77, 0, (10 + i) as u8)
 }
 
 /// Guest `i`'s MAC address, 02:70:76:00:00:(10+i) (locally administered, unicast).
 pub fn guest_mac(i: usize) -> [u8; 6] {
-    assert!(i <= 244, "guest index {i} out of range");
+    assert!(i < MAX_GUESTS, "guest index {i} out of range");
     [0x02, 0x70, 0x76, 0x00, 0x00, (10 + i) as u8]
 }
 
