@@ -28,11 +28,10 @@ pub enum AdminRequest {
     /// [`AdminReply::Restarting`] once the old one is gone and the new one's ports are open;
     /// the frontends reconnect after (`stat`'s `restart`).
     RestartDd,
-    /// Flips every HVM domain's port-I/O path in its ioreq page.
-    HvmPath(pvnet_hvm::Path),
 }
 
 /// `pvnet set`'s changes, parsed by the command (the daemon receives types, not strings).
+/// The daemon checks every change before it applies any: a refused request changes nothing.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct SetRequest {
     /// The physical port to change (None: the only one).
@@ -44,6 +43,9 @@ pub struct SetRequest {
     /// Guest-to-guest frames in one copy, grant to grant (on by default).
     #[serde(default)]
     pub g2g: Option<bool>,
+    /// The HVM guests' port-I/O path, flipped in every HVM domain's ioreq page.
+    #[serde(default)]
+    pub hvm_path: Option<pvnet_hvm::Path>,
 }
 
 /// A change of the aggregation policy. (Not an `Option<Policy>`: inside `SetRequest`'s own
@@ -75,6 +77,12 @@ pub struct Settings {
     /// Guest-to-guest frames in one copy.
     #[serde(default)]
     pub g2g: bool,
+    /// The HVM guests' port-I/O path (None: the run has no HVM guest).
+    #[serde(default)]
+    pub hvm_path: Option<pvnet_hvm::Path>,
+    /// HVM domains the path applies to.
+    #[serde(default)]
+    pub hvm_domains: usize,
 }
 
 /// The daemon's answer to an [`AdminRequest`].
@@ -89,14 +97,9 @@ pub enum AdminReply {
     /// `Capture` started: records of the port named follow on the descriptor sent with this
     /// reply.
     Capture { port: String },
-    /// `HvmPath` applied to this many HVM domains.
     /// `RestartDd`: the driver domain was replaced; this many backends went away, whose
     /// frontends are reconnecting.
     Restarting { vifs: usize },
-    HvmPath {
-        path: pvnet_hvm::Path,
-        domains: usize,
-    },
     /// The request was refused, and nothing changed.
     Error(String),
 }
@@ -167,6 +170,7 @@ mod tests {
 
     #[test]
     fn a_set_request_survives_the_socket() {
+        let max = pvnet_hvm::Path::Fast(pvnet_ne2000::Class::Max);
         for lro in [
             None,
             Some(LroChange::Off),
@@ -179,6 +183,7 @@ mod tests {
                 mode: Some(lro::Mode::Page),
                 bo: Some(false),
                 g2g: Some(false),
+                hvm_path: Some(max),
             });
             let back: AdminRequest =
                 serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
@@ -190,6 +195,7 @@ mod tests {
                 (b.port.as_deref(), b.mode, b.bo),
                 (Some("eth0"), Some(lro::Mode::Page), Some(false))
             );
+            assert_eq!((b.g2g, b.hvm_path), (Some(false), Some(max)));
         }
     }
 }

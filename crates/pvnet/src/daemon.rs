@@ -1613,17 +1613,6 @@ impl Daemon {
                 Ok(()) => AdminReply::Set(self.settings()),
                 Err(e) => AdminReply::Error(format!("{e:#}")),
             },
-            AdminRequest::HvmPath(path) => {
-                // The vCPUs read the selector at their next exit.
-                for h in self.hvms.values() {
-                    h.shared.set_path(path);
-                }
-                self.cfg.hvm_path = path;
-                AdminReply::HvmPath {
-                    path,
-                    domains: self.hvms.len(),
-                }
-            }
         };
         let c = self.admin_conns.get(&id).expect("present");
         let fds: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
@@ -1658,6 +1647,8 @@ impl Daemon {
     }
 
     /// `pvnet set`: validates the whole request before changing anything.
+    /// `pvnet set`: every change is checked before any is applied, so a refused request
+    /// changes nothing.
     fn apply_set(&mut self, r: &SetRequest) -> Result<()> {
         if self.cfg.mode == Mode::Linux {
             bail!("this run has no driver domain (mode linux): nothing to set");
@@ -1670,17 +1661,32 @@ impl Daemon {
                 );
             }
         }
-        if self.cfg.port_frames && matches!(r.lro, Some(LroChange::On(_))) {
+        if self.cfg.port_frames
+            && (matches!(r.lro, Some(LroChange::On(_))) || r.mode.is_some() || r.bo.is_some())
+        {
             bail!(
                 "this run's port is the frame port (--grant flip, --port-frames), which takes \
-                 wire-sized frames only: no --lro"
+                 wire-sized frames only and aggregates none: no --lro, --lro-mode or --bo"
             );
+        }
+        if r.g2g.is_some() && self.cfg.mode != Mode::Xen {
+            bail!("--g2g needs a run of mode xen (a relayed guest has no grants)");
+        }
+        if r.hvm_path.is_some() && self.hvms.is_empty() {
+            bail!("--hvm-path: this run has no HVM guest (`pvnet up --hvm N` starts them)");
         }
         self.dp.set(r.lro.map(LroChange::policy), r.mode, r.bo);
         if let Some(on) = r.g2g {
             self.dp.set_g2g_direct(on);
             // A restarted driver domain keeps the setting.
             self.cfg.g2g = on;
+        }
+        if let Some(path) = r.hvm_path {
+            // The vCPUs read the selector at their next exit.
+            for h in self.hvms.values() {
+                h.shared.set_path(path);
+            }
+            self.cfg.hvm_path = path;
         }
         self.cfg.bo = self.dp.config().bo;
         self.cfg.lro = self.dp.lro_policy().map(|policy| LroSettings {
@@ -1701,6 +1707,8 @@ impl Daemon {
             mode: self.dp.lro_mode(),
             bo: self.cfg.bo,
             g2g: self.dp.g2g_direct(),
+            hvm_path: (!self.hvms.is_empty()).then_some(self.cfg.hvm_path),
+            hvm_domains: self.hvms.len(),
         }
     }
 

@@ -859,24 +859,13 @@ fn run(cli: Cli) -> Result<()> {
             }
             need_root("set")?;
             let id = rundir::pick_run(id.as_deref())?;
-            if let Some(p) = hvm_path {
-                match admin::call(&id, &AdminRequest::HvmPath(p))? {
-                    AdminReply::HvmPath { path, domains } => {
-                        println!("pvnet: hvm path {path} ({domains} HVM domains)")
-                    }
-                    AdminReply::Error(e) => bail!("{e}"),
-                    other => bail!("the daemon answered an hvm-path request with {other:?}"),
-                }
-                if lro.is_none() && lro_mode.is_none() && bo.is_none() && g2g.is_none() {
-                    return Ok(());
-                }
-            }
             let req = AdminRequest::Set(admin::SetRequest {
                 port,
                 lro: lro.map(|l| l.0.map_or(admin::LroChange::Off, admin::LroChange::On)),
                 mode: lro_mode,
                 bo,
                 g2g,
+                hvm_path,
             });
             let st = match admin::call(&id, &req)? {
                 AdminReply::Set(st) => st,
@@ -885,12 +874,16 @@ fn run(cli: Cli) -> Result<()> {
             };
             let on = |b: bool| if b { "on" } else { "off" };
             println!(
-                "pvnet: {}: lro {}, mode {}, bo {}, g2g {}",
+                "pvnet: {}: lro {}, mode {}, bo {}, g2g {}{}",
                 st.port,
                 st.lro,
                 st.mode,
                 on(st.bo),
-                on(st.g2g)
+                on(st.g2g),
+                match st.hvm_path {
+                    Some(p) => format!("; hvm path {p} ({} HVM domains)", st.hvm_domains),
+                    None => String::new(),
+                }
             );
             Ok(())
         }

@@ -54,7 +54,16 @@ fn with_the_one_copy_path_off_guest_to_guest_streams_intact_the_old_way() {
         return;
     }
     let run = Run::up(&["--guests", "2"]);
+    // A request with a change the run cannot take is refused whole: g2g stays on.
+    let out = pvnet(&["set", "--id", &run.id, "--g2g", "off", "--hvm-path", "max"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("no HVM guest"),
+        "{err}"
+    );
+    assert_eq!(run.stat()["settings"]["g2g"], true);
     ok(&["set", "--id", &run.id, "--g2g", "off"]);
+    assert_eq!(run.stat()["settings"]["g2g"], false);
     let v = flow(&run, ("g0", "g1", "10.77.0.11"), 5302, GIB, 120)
         .unwrap_or_else(|e| panic!("g0 -> g1: {e}"));
     assert_intact(&v, GIB);

@@ -236,12 +236,18 @@ fn two_guests_receive_then_send_a_gib_each_at_once_under_flip() {
     }
     assert_frames_conserved(&st, 2);
     // Aggregation cannot be turned on later either: `up` refuses it on the frame port.
-    let o = pvnet(&["set", "--id", &run.id, "--lro", "poll"]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success() && err.contains("wire-sized frames only"),
-        "{err}"
-    );
+    for change in [
+        &["--lro", "poll"][..],
+        &["--bo", "on"],
+        &["--lro-mode", "page"],
+    ] {
+        let o = pvnet(&[&["set", "--id", &run.id][..], change].concat());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains("wire-sized frames only"),
+            "{change:?}: {err}"
+        );
+    }
     assert!(run.stat()["lro"].is_null());
 }
 

@@ -181,6 +181,19 @@ fn pvnet_set_flips_the_hvm_path_under_a_stream() {
         &["set", "--id", &run.id, "--hvm-path", "fast"],
         "invalid value 'fast'",
     );
+    // A request the daemon refuses in part changes nothing: the path stays `seed`.
+    fails_saying(
+        &[
+            "set",
+            "--id",
+            &run.id,
+            "--hvm-path",
+            "max",
+            "--port",
+            "eth9",
+        ],
+        "no physical port \"eth9\"",
+    );
     std::thread::sleep(std::time::Duration::from_millis(1200));
     let st = run.stat();
     let h = &st["hvm"][0];

@@ -35,6 +35,11 @@ fn the_relay_carries_streams_and_pings_without_the_xen_machinery() {
     let pn = &st["pnic"];
     assert_eq!(u(&pn["rx_leases_outstanding"]), 0, "{pn}");
     assert!(u(&pn["rx_leased"]) > u(&pn["rx_frames"]) / 2, "{pn}");
+    // A relayed guest has no grants to copy between: `set --g2g` is refused.
+    fails_saying(
+        &["set", "--id", &run.id, "--g2g", "off"],
+        "--g2g needs a run of mode xen",
+    );
     // The text form shows each relayed guest's counters.
     let text = ok(&["stat", "--id", &run.id]);
     assert!(

@@ -594,6 +594,7 @@ pub fn set_request(config: &str) -> Result<SetRequest> {
             mode: Some(l.mode),
             bo: Some(c.bo),
             g2g: None,
+            hvm_path: None,
         },
         None => SetRequest {
             port: None,
@@ -601,6 +602,7 @@ pub fn set_request(config: &str) -> Result<SetRequest> {
             mode: None,
             bo: Some(c.bo),
             g2g: None,
+            hvm_path: None,
         },
     })
 }
