@@ -12,6 +12,7 @@ mod daemon;
 mod lifecycle;
 mod relay;
 mod rundir;
+mod unused;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 use admin::{AdminReply, AdminRequest};
 use anyhow::{anyhow, bail, Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use config::{DaemonConfig, Mode};
 use daemon::Daemon;
 use pvnet_dd::lro;
@@ -536,10 +537,10 @@ enum PerfCmd {
         #[arg(long, conflicts_with_all = ["datagrams", "bytes"], value_parser = seconds)]
         duration: Option<f64>,
         /// Stop after this many datagrams.
-        #[arg(long, conflicts_with = "bytes")]
+        #[arg(long, conflicts_with = "bytes", value_parser = clap::value_parser!(u64).range(1..))]
         datagrams: Option<u64>,
         /// Stop after this many payload bytes, rounded up to whole datagrams.
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         bytes: Option<u64>,
     },
 }
@@ -628,8 +629,9 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
 }
 
 fn main() {
-    let cli = Cli::parse();
-    if let Err(e) = run(cli) {
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Err(e) = unused::check(&matches).and_then(|()| run(cli)) {
         eprintln!("pvnet: {e:#}");
         std::process::exit(1);
     }
@@ -670,6 +672,16 @@ fn run(cli: Cli) -> Result<()> {
             let port_frames = port_frames || grant == pvnet_dd::netback::Mechanism::Flip;
             let settings = lro.settings(mode, port_frames, port_gro || guest_gro);
             config::check_mtu(mtu)?;
+            // The testbed steers packets with a 32-bit RPS mask.
+            let cpus = pvnet_testbed::cpu::nr_cpus().min(32);
+            for (name, c) in [
+                ("--cpu", usize::try_from(cpu).ok()),
+                ("--sender-cpu", sender_cpu),
+            ] {
+                if let Some(c) = c.filter(|&c| c >= cpus) {
+                    bail!("{name} {c}: the CPUs are 0 to {}", cpus - 1);
+                }
+            }
             need_root("up")?;
             if hvm > 0 && mode != Mode::Xen {
                 bail!("--hvm needs --mode xen");

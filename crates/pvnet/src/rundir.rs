@@ -106,6 +106,10 @@ fn run_is_live(dir: &Path, now: std::time::SystemTime) -> bool {
 /// The run a command means: the given id, or the only run there is.
 pub fn pick_run(id: Option<&str>) -> Result<String> {
     if let Some(id) = id {
+        // An id is a name in /run/pvnet, never a path: checked before it is joined to one.
+        if let Err(e) = pvnet_testbed::RunId::parse(id) {
+            bail!("no pvnet run with id {id:?}: {e}");
+        }
         if !run_dir(id).is_dir() {
             bail!("no pvnet run with id {id} (see /run/pvnet)");
         }

@@ -321,7 +321,7 @@ fn clear_errors_for_bad_input() {
                 "at most 245 guests in all",
             ),
             (
-                &["up", "--persistent-grants", "0"][..],
+                &["up", "--grant", "persistent", "--persistent-grants", "0"][..],
                 "--persistent-grants must be between 1",
             ),
             (
@@ -335,6 +335,42 @@ fn clear_errors_for_bad_input() {
             (
                 &["up", "--port-ring-block-kib", "512"][..],
                 "--port-ring-block-kib needs --port-ring v3",
+            ),
+            (
+                &["up", "--mode", "linux", "--ring-prefetch", "8"][..],
+                "--ring-prefetch does not apply with --mode linux",
+            ),
+            (
+                &["info", "--id", "../../etc"][..],
+                "invalid run id \"../../etc\"",
+            ),
+            (
+                &[
+                    "perf",
+                    "udp-stream",
+                    "127.0.0.1",
+                    "--size",
+                    "64",
+                    "--bytes",
+                    "0",
+                ][..],
+                "for '--bytes <BYTES>'",
+            ),
+            (
+                &["up", "--cpu", "4096"][..],
+                "--cpu 4096: the CPUs are 0 to",
+            ),
+            (
+                &["up", "--sender-cpu", "4096"][..],
+                "--sender-cpu 4096: the CPUs are 0 to",
+            ),
+            (
+                &["up", "--exit-cost-ns", "500"][..],
+                "--exit-cost-ns does not apply without --hvm",
+            ),
+            (
+                &["bench", "--sweep", "pktsize", "--json", "x.json"][..],
+                "--json belongs to",
             ),
         ] {
             fails_saying(args, want);
