@@ -69,8 +69,15 @@ fn a_short_soak_streams_both_ways_and_samples_the_daemon() {
 
 #[test]
 fn soak_arguments_are_checked() {
-    // No root needed for clap's refusals; the others are refused before anything starts
-    // when not root too, by the root check, so only clap's are asserted here.
+    // No root needed: each is refused before the root check and before anything starts.
     fails_saying(&["soak", "--direction", "sideways"], "sideways");
     fails_saying(&["soak", "--duration", "5d"], "the unit is s, m or h");
+    fails_saying(
+        &["soak", "--guests", "17"],
+        "--guests must be between 1 and 16",
+    );
+    fails_saying(
+        &["soak", "--duration", "90s"],
+        "--duration 90s at --interval 60s takes 3 samples",
+    );
 }

@@ -77,6 +77,27 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// Samples a soak of `duration` takes at `interval`: one at the start, one every interval
+/// before the end, one when the last streams have ended.
+fn samples_taken(duration: Duration, interval: Duration) -> usize {
+    (duration.as_secs_f64() / interval.as_secs_f64()).ceil() as usize + 1
+}
+
+/// Refuses, before the testbed starts, a soak too short for its interval: [`judge`] needs
+/// four samples after the warm-up, five in all.
+fn check_sampling(duration: Duration, interval: Duration) -> Result<()> {
+    let n = samples_taken(duration, interval);
+    if n < 5 {
+        bail!(
+            "--duration {:?} at --interval {:?} takes {n} samples, and judging growth needs five \
+             (four after the warm-up): a --duration of at least four --interval",
+            duration,
+            interval
+        );
+    }
+    Ok(())
+}
+
 /// Streams finished so far in one direction, and their verified bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Tally {
@@ -164,14 +185,15 @@ fn sample_daemon(pid: i32) -> Result<(u64, u64)> {
 }
 
 pub fn run(args: SoakArgs) -> Result<()> {
-    if !nix::unistd::geteuid().is_root() {
-        bail!("`pvnet soak` needs root (network namespaces, veth, TAP): run it with sudo");
-    }
     if !(1..=configs::MAX_GUESTS).contains(&args.guests) {
         bail!("--guests must be between 1 and {}", configs::MAX_GUESTS);
     }
     if !(args.stream_seconds > 0.0 && args.stream_seconds.is_finite()) {
         bail!("--stream-seconds must be positive");
+    }
+    check_sampling(args.duration, args.interval)?;
+    if !nix::unistd::geteuid().is_root() {
+        bail!("`pvnet soak` needs root (network namespaces, veth, TAP): run it with sudo");
     }
     let (name, cfg) = testbed_config(&args)?;
     interrupt::install()?;
@@ -671,6 +693,21 @@ mod tests {
         st.as_object_mut().unwrap().remove("vifs");
         let e = Drops::from_stat(&st).unwrap_err().to_string();
         assert!(e.contains("no vifs"), "{e}");
+    }
+
+    #[test]
+    fn a_soak_too_short_for_its_interval_is_refused_before_it_starts() {
+        let s = Duration::from_secs;
+        assert!(check_sampling(s(3600), s(60)).is_ok());
+        assert!(check_sampling(s(240), s(60)).is_ok());
+        let e = check_sampling(s(180), s(60)).unwrap_err().to_string();
+        assert!(e.contains("takes 4 samples"), "{e}");
+        assert!(check_sampling(s(90), s(60)).is_err());
+        assert!(check_sampling(s(1), s(3600)).is_err());
+        // What the check counts is what `judge` accepts: five samples are judged, four not.
+        let five = series(&[1, 1, 1, 1, 1], &[1, 1, 1, 1, 1]);
+        assert!(judge(&five).is_ok());
+        assert!(judge(&five[..4]).is_err());
     }
 
     #[test]
