@@ -1646,7 +1646,6 @@ impl Daemon {
         Ok(reader)
     }
 
-    /// `pvnet set`: validates the whole request before changing anything.
     /// `pvnet set`: every change is checked before any is applied, so a refused request
     /// changes nothing.
     fn apply_set(&mut self, r: &SetRequest) -> Result<()> {

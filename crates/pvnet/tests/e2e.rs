@@ -133,8 +133,6 @@ fn the_caps_given_to_up_are_the_ones_the_driver_domain_enforces() {
         "128",
         "--rx-queue-bytes",
         "2M",
-        "--persistent-grants",
-        "600",
         "--lro-flows-per-guest",
         "4",
     ]);
@@ -142,8 +140,13 @@ fn the_caps_given_to_up_are_the_ones_the_driver_domain_enforces() {
     let l = &st["limits"];
     assert_eq!(l["rx_queue_packets"].as_u64(), Some(128), "{l}");
     assert_eq!(l["rx_queue_bytes"].as_u64(), Some(2 << 20), "{l}");
-    assert_eq!(l["persistent_grants"].as_u64(), Some(600), "{l}");
     assert_eq!(l["lro_flows_per_guest"].as_u64(), Some(4), "{l}");
+    // The persistent-grant cap applies to --grant persistent only (`up` refuses it otherwise).
+    {
+        let p = Run::up(&["--grant", "persistent", "--persistent-grants", "600"]);
+        let l = &p.stat()["limits"];
+        assert_eq!(l["persistent_grants"].as_u64(), Some(600), "{l}");
+    }
     // g1 takes nothing: of 1000 datagrams its 256 posted buffers take 256 and its queue 128;
     // the rest is dropped at the queue once the port's gate stops waiting for it. With the
     // default cap (1024) none would be.
