@@ -140,9 +140,9 @@ pub struct BenchArgs {
     pub scaling_testbeds: Option<usize>,
     /// The two PV configurations of the paired comparison, BASE,OTHER. The project asks
     /// `adaptive` to stay within 2 % of `xen`; the same configuration twice (`xen,xen`) is an
-    /// A/A run that shows the method's own spread and bias.
-    #[arg(long, default_value = DEFAULT_PAIRED)]
-    pub paired: String,
+    /// A/A run that shows the method's own spread and bias. Default: xen,adaptive.
+    #[arg(long)]
+    pub paired: Option<String>,
     /// Slots of the physical port's packet ring in the PV configurations (256 to 65536), as
     /// `pvnet up --ring-frames` (a quarter as many with port GRO, whose slots hold 64 KiB).
     /// Default: `up`'s for each configuration's guests (4096 a guest for one or two guests,
@@ -860,7 +860,7 @@ impl Plan {
                 bail!("--paired-seconds must be in (0, 60], got {s}");
             }
         }
-        let pair = configs::parse_pair(&args.paired)?;
+        let pair = configs::parse_pair(args.paired.as_deref().unwrap_or(DEFAULT_PAIRED))?;
         let port = port_params(args)?;
         let placement = match args.placement.as_deref() {
             None => measure::GuestPlacement::default(),
@@ -909,9 +909,13 @@ impl Plan {
             );
         }
         let paired = configs.contains(&pair.0) && configs.contains(&pair.1);
-        if !paired && (args.paired_rounds.is_some_and(|r| r > 0) || args.paired_seconds.is_some()) {
+        if !paired
+            && (args.paired.is_some()
+                || args.paired_rounds.is_some_and(|r| r > 0)
+                || args.paired_seconds.is_some())
+        {
             bail!(
-                "--paired-rounds and --paired-seconds: the paired comparison runs when both \
+                "--paired, --paired-rounds and --paired-seconds: the paired comparison runs when both \
                  --paired configurations ({} and {}, one guest, receiving) are among the run's, \
                  and they are not (--configs, --guests N, --direction tx, or --sweep-values \
                  without 1)",
@@ -1301,6 +1305,57 @@ mod tests {
             &["--sweep", "record-size", "--configs", "hvm/g2"],
         ] {
             assert!(record_plan(&a(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_paired_comparison_asked_for_but_not_run_is_refused() {
+        let plan = |args: &[&str]| Plan::new(&bench_args(args).unwrap());
+        let rounds = |args: &[&str]| plan(args).map(|p| p.params.paired_rounds);
+        // Run when both configurations are among the run's, skipped quietly when not asked for.
+        assert_eq!(rounds(&["--configs", "xen,adaptive"]).unwrap(), 256);
+        assert_eq!(
+            rounds(&["--configs", "xen,lro", "--paired", "xen,lro"]).unwrap(),
+            256
+        );
+        assert_eq!(rounds(&["--configs", "xen"]).unwrap(), 0);
+        assert_eq!(
+            rounds(&["--configs", "xen", "--paired-rounds", "0"]).unwrap(),
+            0
+        );
+        for args in [
+            &["--configs", "xen", "--paired", "xen,adaptive"][..],
+            &["--configs", "xen", "--paired-rounds", "8"],
+            &[
+                "--configs",
+                "xen,adaptive",
+                "--guests",
+                "2",
+                "--paired-seconds",
+                "0.2",
+            ],
+            &[
+                "--configs",
+                "xen,adaptive",
+                "--direction",
+                "tx",
+                "--paired-rounds",
+                "8",
+            ],
+            &[
+                "--sweep",
+                "guests",
+                "--sweep-values",
+                "2,4",
+                "--paired-rounds",
+                "8",
+            ],
+        ] {
+            let e = plan(args).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(
+                e.contains("the paired comparison runs when both"),
+                "{args:?}: {e}"
+            );
         }
     }
 
