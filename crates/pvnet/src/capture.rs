@@ -337,15 +337,17 @@ pub fn run(opts: CaptureOpts) -> Result<()> {
     if !rundir::pid_alive(info.pid) {
         bail!("run {id} is not up: its daemon (pid {}) is gone", info.pid);
     }
+    if opts.write.is_none() && io::stdout().is_terminal() {
+        bail!("refusing to write a pcap to a terminal: give -w FILE, or pipe it (| tcpdump -r -)");
+    }
+    let sig = crate::daemon::signal_fd()?;
+    // The port is opened before the file is created: a capture refused at its port leaves a
+    // file of that name as it was.
+    let src = open(&id, &info, opts.port)?;
     let out: Box<dyn Write> = match &opts.write {
         Some(p) => Box::new(File::create(p).with_context(|| format!("creating {}", p.display()))?),
-        None if io::stdout().is_terminal() => bail!(
-            "refusing to write a pcap to a terminal: give -w FILE, or pipe it (| tcpdump -r -)"
-        ),
         None => Box::new(io::stdout()),
     };
-    let sig = crate::daemon::signal_fd()?;
-    let src = open(&id, &info, opts.port)?;
     let header = PcapHeader {
         snaplen: SNAPLEN as u32,
         datalink: DataLink::ETHERNET,

@@ -396,6 +396,15 @@ fn capture_errors_say_what_is_wrong() {
         &["capture", "--id", id, "g4", "-w", "/dev/null"],
         "no g4: run",
     );
+    // A capture refused at its port leaves the file it was given as it was.
+    let kept = std::env::temp_dir().join(format!("pvnet-capture-{id}-kept.pcap"));
+    std::fs::write(&kept, b"an earlier capture").unwrap();
+    fails_saying(
+        &["capture", "--id", id, "g4", "-w", kept.to_str().unwrap()],
+        "no g4: run",
+    );
+    assert_eq!(std::fs::read(&kept).unwrap(), b"an earlier capture");
+    let _ = std::fs::remove_file(&kept);
     // A count ends a capture by itself; the file is complete.
     let file = std::env::temp_dir().join(format!("pvnet-capture-{id}-count.pcap"));
     let mut c = Capture::start(&run, "vif0", file.clone(), &["-c", "2"]);
