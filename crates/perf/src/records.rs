@@ -40,6 +40,9 @@ pub const ACK_MAGIC: [u8; 4] = *b"ACK1";
 pub const MAX_RECORDS: u64 = 10_000_000;
 /// Most records per second a schedule may ask for.
 pub const MAX_RATE: f64 = 1_000_000.0;
+/// Fewest records per second a schedule may ask for: one every 30 s, half of [`PATIENCE`]
+/// (and of the server's idle timeout), so a connection never waits long enough to be dropped.
+pub const MIN_RATE: f64 = 1.0 / 30.0;
 /// How long either side waits for the other's next bytes.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -151,8 +154,11 @@ impl RecordOpts {
             bail!("record count {} out of range 1..={MAX_RECORDS}", self.count);
         }
         if let Some(r) = self.rate {
-            if !(r > 0.0 && r <= MAX_RATE) {
-                bail!("record rate {r} out of range (0, {MAX_RATE}] records per second");
+            if !(MIN_RATE..=MAX_RATE).contains(&r) {
+                bail!(
+                    "record rate {r} out of range: one every 30 s to {MAX_RATE} records per \
+                     second (0: unpaced; a server drops a connection idle for 60 s)"
+                );
             }
         }
         Ok(())
@@ -592,9 +598,23 @@ mod tests {
                 rate: Some(-5.0),
                 ..ok
             },
+            // A record every 30 years (or never: 1/1e-20 s is past what a Duration holds).
+            RecordOpts {
+                rate: Some(1e-9),
+                ..ok
+            },
+            RecordOpts {
+                rate: Some(1e-20),
+                ..ok
+            },
         ] {
             assert!(bad.check().is_err(), "{bad:?}");
         }
+        let slowest = RecordOpts {
+            rate: Some(MIN_RATE),
+            ..ok
+        };
+        assert!(slowest.check().is_ok());
         assert_eq!(parse_size("1024"), Ok(1024));
         assert_eq!(parse_size("64K"), Ok(65536));
         assert_eq!(parse_size("1MiB"), Ok(1 << 20));

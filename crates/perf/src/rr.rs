@@ -266,12 +266,13 @@ pub fn rr_steps(
             _ => bail!("slice length {line:?}: want seconds in (0, 3600]"),
         };
         let slice = session.run(Duration::from_secs_f64(secs), None)?;
+        total += slice.transactions;
+        // The slice's line goes out first: a failing slice's counts are not lost.
+        writeln!(output, "{}", serde_json::to_string(&slice)?)?;
+        output.flush()?;
         if slice.errors > 0 {
             bail!("{} responses did not echo their request", slice.errors);
         }
-        total += slice.transactions;
-        writeln!(output, "{}", serde_json::to_string(&slice)?)?;
-        output.flush()?;
     }
     Ok(total)
 }

@@ -309,6 +309,24 @@ pub enum UdpRecvError {
     Io(#[from] io::Error),
 }
 
+/// Fewest datagrams per second a paced stream may ask for: a receiver gives up after
+/// [`UdpLimits::idle`] (30 s) without one, so a datagram every 10 s at the slowest.
+pub const MIN_PPS: f64 = 0.1;
+/// Most datagrams per second a paced stream may ask for: a datagram a nanosecond, beyond what
+/// any sender here reaches, and the pacer's schedule stays in whole nanoseconds.
+pub const MAX_PPS: f64 = 1e9;
+
+/// Checks the datagram rate `pps` that rate `r` asks for.
+fn check_pps(pps: f64) -> anyhow::Result<f64> {
+    if !(MIN_PPS..=MAX_PPS).contains(&pps) {
+        bail!(
+            "--rate asks for {pps:.3e} datagrams per second, outside {MIN_PPS} to {MAX_PPS:e} \
+             (the receiver gives up after 30 s without a datagram)"
+        );
+    }
+    Ok(pps)
+}
+
 fn check_size(size: usize) -> anyhow::Result<()> {
     if !(1..=MAX_DATAGRAM).contains(&size) {
         bail!("datagram size {size} out of range 1..={MAX_DATAGRAM}");
@@ -751,13 +769,7 @@ pub fn udp_send(addr: SocketAddr, opts: &UdpOpts) -> anyhow::Result<UdpOutcome> 
         bail!("the duration and the datagram count must be positive");
     }
     let target_pps = match opts.rate {
-        Some(r) => {
-            let pps = r.datagrams_per_sec(opts.size);
-            if !(pps.is_finite() && pps > 0.0) {
-                bail!("rate {r:?} must be positive");
-            }
-            Some(pps)
-        }
+        Some(r) => Some(check_pps(r.datagrams_per_sec(opts.size))?),
         None => None,
     };
     let test_id = opts.test_id.unwrap_or_else(pick_test_id);
@@ -1319,6 +1331,29 @@ mod tests {
             assert!(s.parse::<Rate>().is_err(), "{s} accepted");
         }
         assert_eq!(Rate::BitsPerSec(8000.0).datagrams_per_sec(100), 10.0);
+    }
+
+    #[test]
+    fn a_rate_the_pacer_or_the_receiver_cannot_keep_is_refused() {
+        for (r, size) in [
+            ("1e40", 1472),           // a datagram every 1e-32 ns: the schedule overflowed
+            ("0.000000001pps", 1472), // one every 31 years: the receiver gives up after 30 s
+            ("1", 1472),              // 1 bit/s: one every 3.3 hours
+            ("2Gpps", 64),
+        ] {
+            let rate: Rate = r.parse().unwrap();
+            let e = check_pps(rate.datagrams_per_sec(size))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("--rate") && e.contains("datagrams per second"),
+                "{e}"
+            );
+        }
+        for (r, size) in [("100M", 1472), ("1kpps", 64), ("0.1pps", 64), ("1Gpps", 64)] {
+            let rate: Rate = r.parse().unwrap();
+            assert!(check_pps(rate.datagrams_per_sec(size)).is_ok(), "{r}");
+        }
     }
 
     #[test]

@@ -433,14 +433,14 @@ enum PerfCmd {
         to: String,
         #[arg(long, default_value_t = 5201)]
         port: u16,
-        /// Seconds.
-        #[arg(long, default_value_t = 10.0, value_parser = seconds)]
-        duration: f64,
+        /// Seconds (default 10; with --bytes, none: the stream ends when they are sent).
+        #[arg(long, value_parser = seconds)]
+        duration: Option<f64>,
         /// Bytes per write.
         #[arg(long, default_value_t = 65536)]
         msg_size: usize,
         /// Stop after this many bytes.
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         bytes: Option<u64>,
         /// Pace the sender at this many Mbit/s (a wire of that speed).
         #[arg(long)]
@@ -621,9 +621,14 @@ fn parse_streams_slice(line: &str, streams: usize) -> Result<(Duration, Duration
     Ok((settle, seconds, active))
 }
 
+/// The server a client command talks to: `host` (a name or an address) at `port` (`--port`).
 fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
+    if port == 0 {
+        bail!("--port 0: give the server's port, 1 to 65535");
+    }
     (host, port)
-        .to_socket_addrs()?
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {host}"))?
         .next()
         .ok_or_else(|| anyhow!("cannot resolve {host}"))
 }
@@ -1179,6 +1184,9 @@ fn perf(cmd: PerfCmd) -> Result<()> {
     use pvnet_perf::{rr, server, stream};
     match cmd {
         PerfCmd::Server { bind, once } => {
+            if bind.port() == 0 {
+                bail!("--bind {bind}: port 0 would listen on a port no client is told of");
+            }
             server::serve(&server::ServerOpts { bind, once }, |ev| match ev {
                 server::ServerEvent::Stream(r) => {
                     println!("{}", serde_json::to_string(&r).unwrap_or_default())
@@ -1209,6 +1217,12 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             if msg_size == 0 {
                 bail!("--msg-size must be positive");
             }
+            // A byte count alone runs until it is sent, as far as the seconds parser's bound.
+            let duration = match (duration, bytes) {
+                (Some(d), _) => d,
+                (None, None) => 10.0,
+                (None, Some(_)) => MAX_SECONDS,
+            };
             let opts = stream::StreamOpts {
                 msg_size,
                 duration: Duration::from_secs_f64(duration),
@@ -1325,6 +1339,9 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             };
             let r = rr::rr_client(resolve(&to, port)?, &opts)?;
             println!("{}", serde_json::to_string(&r)?);
+            if r.errors != 0 {
+                bail!("{} responses did not echo their request", r.errors);
+            }
             Ok(())
         }
         PerfCmd::Burn { duration } => {

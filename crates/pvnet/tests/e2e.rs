@@ -360,6 +360,44 @@ fn clear_errors_for_bad_input() {
                 "for '--bytes <BYTES>'",
             ),
             (
+                &["perf", "stream", "127.0.0.1", "--bytes", "0"][..],
+                "for '--bytes <BYTES>'",
+            ),
+            (
+                &["perf", "stream", "127.0.0.1", "--port", "0"][..],
+                "--port 0: give the server's port",
+            ),
+            (
+                &["perf", "server", "--bind", "127.0.0.1:0"][..],
+                "port 0 would listen on a port no client is told of",
+            ),
+            (
+                &[
+                    "perf",
+                    "records",
+                    "127.0.0.1",
+                    "--size",
+                    "1K",
+                    "--rate",
+                    "1e-20",
+                ][..],
+                "out of range: one every 30 s",
+            ),
+            (
+                &[
+                    "perf",
+                    "udp-stream",
+                    "127.0.0.1",
+                    "--size",
+                    "1472",
+                    "--rate",
+                    "1e40",
+                    "--datagrams",
+                    "10",
+                ][..],
+                "--rate asks for 8.492e35 datagrams per second",
+            ),
+            (
                 &["up", "--cpu", "4096"][..],
                 "--cpu 4096: the CPUs are 0 to",
             ),
