@@ -316,7 +316,7 @@ pub const MIN_PPS: f64 = 0.1;
 /// any sender here reaches, and the pacer's schedule stays in whole nanoseconds.
 pub const MAX_PPS: f64 = 1e9;
 
-/// Checks the datagram rate `pps` that rate `r` asks for.
+/// Checks the datagrams per second a paced stream asks for.
 fn check_pps(pps: f64) -> anyhow::Result<f64> {
     if !(MIN_PPS..=MAX_PPS).contains(&pps) {
         bail!(
