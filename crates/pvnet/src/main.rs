@@ -436,8 +436,8 @@ enum PerfCmd {
         /// Seconds (default 10; with --bytes, none: the stream ends when they are sent).
         #[arg(long, value_parser = seconds)]
         duration: Option<f64>,
-        /// Bytes per write.
-        #[arg(long, default_value_t = 65536)]
+        /// Bytes per write, at most 16 MiB.
+        #[arg(long, default_value_t = 65536, value_parser = bytes_in(1, pvnet_perf::proto::MAX_MSG as u64))]
         msg_size: usize,
         /// Stop after this many bytes.
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -456,8 +456,8 @@ enum PerfCmd {
         /// A receiver, `HOST:PORT` (a `pvnet perf server`); once per stream.
         #[arg(long = "to", required = true)]
         to: Vec<String>,
-        /// Bytes per write.
-        #[arg(long, default_value_t = 65536)]
+        /// Bytes per write, at most 16 MiB.
+        #[arg(long, default_value_t = 65536, value_parser = bytes_in(1, pvnet_perf::proto::MAX_MSG as u64))]
         msg_size: usize,
         /// Seconds any socket operation may block before the session fails.
         #[arg(long, default_value_t = 30.0, value_parser = seconds)]
@@ -471,7 +471,8 @@ enum PerfCmd {
         count: u32,
         /// ICMP payload bytes per request (`ping -s`), sent with Don't Fragment: 8972 makes a
         /// 9000-byte IP packet. A reply counts only with its payload intact.
-        #[arg(long, default_value_t = pvnet_perf::ping::DEFAULT_PAYLOAD)]
+        #[arg(long, default_value_t = pvnet_perf::ping::DEFAULT_PAYLOAD,
+              value_parser = bytes_in(0, pvnet_perf::ping::MAX_PAYLOAD as u64))]
         size: usize,
         /// Seconds to wait for each reply before the request counts as unanswered (`ping -W`).
         #[arg(long, default_value_t = 2.0, value_parser = seconds)]
@@ -484,9 +485,11 @@ enum PerfCmd {
         port: u16,
         #[arg(long, default_value_t = 10.0, value_parser = seconds)]
         duration: f64,
-        #[arg(long, default_value_t = 1)]
+        /// Request bytes, at most 16 MiB.
+        #[arg(long, default_value_t = 1, value_parser = bytes_in(1, pvnet_perf::proto::MAX_MSG as u64))]
         req_size: usize,
-        #[arg(long, default_value_t = 1)]
+        /// Response bytes, at most 16 MiB.
+        #[arg(long, default_value_t = 1, value_parser = bytes_in(1, pvnet_perf::proto::MAX_MSG as u64))]
         rsp_size: usize,
         /// Keep one connection and run slices on demand: each line on stdin is a slice length
         /// in seconds, answered by one JSON line; end of input ends it (`--duration` is then
@@ -527,7 +530,7 @@ enum PerfCmd {
         #[arg(long, default_value_t = 5201)]
         port: u16,
         /// Bytes per datagram (UDP payload), 1..=65507; one frame each below the MTU.
-        #[arg(long)]
+        #[arg(long, value_parser = bytes_in(1, pvnet_perf::udp::MAX_DATAGRAM as u64))]
         size: usize,
         /// Offered load: payload bits/s (`100M`, `1.5G`) or datagrams/s (`50kpps`); as fast as
         /// possible if absent.
@@ -568,6 +571,11 @@ pub(crate) fn seconds(s: &str) -> Result<f64, String> {
             "{s:?} is not a number of seconds above 0 and at most {MAX_SECONDS}"
         )),
     }
+}
+
+/// The parser of a size option: bytes from `min` to `max` (clap's error names the option).
+fn bytes_in(min: u64, max: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(min..=max)
 }
 
 fn records_opts(size: usize, count: u64, rate: f64) -> Result<pvnet_perf::RecordOpts> {
@@ -1214,9 +1222,6 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             bytes,
             pace,
         } => {
-            if msg_size == 0 {
-                bail!("--msg-size must be positive");
-            }
             // A byte count alone runs until it is sent, as far as the seconds parser's bound.
             let duration = match (duration, bytes) {
                 (Some(d), _) => d,
@@ -1262,6 +1267,15 @@ fn perf(cmd: PerfCmd) -> Result<()> {
                         .ok_or_else(|| anyhow!("--to {t}: cannot resolve"))
                 })
                 .collect::<Result<Vec<SocketAddr>>>()?;
+            // A server takes one stream at a time: a second stream to it would stall.
+            for (i, a) in addrs.iter().enumerate() {
+                if let Some(j) = addrs[..i].iter().position(|b| b == a) {
+                    bail!(
+                        "streams {j} and {i} both go to {a} (--to): a server takes one stream at \
+                         a time, give each stream its own"
+                    );
+                }
+            }
             let mut session = pvnet_perf::StreamsSession::start(
                 &addrs,
                 msg_size,

@@ -364,6 +364,21 @@ fn clear_errors_for_bad_input() {
                 "for '--bytes <BYTES>'",
             ),
             (
+                &["perf", "rr", "127.0.0.1", "--rsp-size", "0"][..],
+                "for '--rsp-size <RSP_SIZE>'",
+            ),
+            (
+                &[
+                    "perf",
+                    "streams",
+                    "--to",
+                    "127.0.0.1:5201",
+                    "--to",
+                    "127.0.0.1:5201",
+                ][..],
+                "streams 0 and 1 both go to 127.0.0.1:5201 (--to)",
+            ),
+            (
                 &["perf", "stream", "127.0.0.1", "--port", "0"][..],
                 "--port 0: give the server's port",
             ),
