@@ -382,6 +382,12 @@ pub fn default_port_queues(guests: usize, port_frames: bool, ring: PortRing) -> 
         .clamp(1, pvnet_pnic::MAX_QUEUES)
 }
 
+/// Whether a run receives on the frame port: asked for (`--port-frames`), or implied by page
+/// flipping, which hands the guests the driver domain's machine frames.
+pub fn frame_port(port_frames: bool, grant: pvnet_dd::netback::Mechanism) -> bool {
+    port_frames || grant == pvnet_dd::netback::Mechanism::Flip
+}
+
 /// Checks a `--port-queues` value for a port on the frame port (`port_frames`) or not, with a
 /// ring of kind `ring`.
 pub fn check_port_queues(n: u32, port_frames: bool, ring: PortRing) -> Result<u32> {

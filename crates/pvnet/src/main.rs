@@ -558,7 +558,6 @@ fn hvm_path_parser() -> impl clap::builder::TypedValueParser<Value = pvnet_hvm::
     })
 }
 
-/// `pvnet perf records`' options, checked (a rate of 0 is no schedule).
 /// Longest time a seconds option takes (about 11.6 days).
 pub(crate) const MAX_SECONDS: f64 = 1e6;
 
@@ -578,6 +577,7 @@ fn bytes_in(min: u64, max: u64) -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::new().range(min..=max)
 }
 
+/// `pvnet perf records`' options, checked (a rate of 0 is no schedule).
 fn records_opts(size: usize, count: u64, rate: f64) -> Result<pvnet_perf::RecordOpts> {
     let opts = pvnet_perf::RecordOpts {
         size,
@@ -682,15 +682,13 @@ fn run(cli: Cli) -> Result<()> {
             g2g,
             guest_cgroups,
         } => {
-            let port_frames = port_frames || grant == pvnet_dd::netback::Mechanism::Flip;
+            let port_frames = config::frame_port(port_frames, grant);
             let settings = lro.settings(mode, port_frames, port_gro || guest_gro);
             config::check_mtu(mtu)?;
-            // The testbed steers packets with a 32-bit RPS mask.
-            let cpus = pvnet_testbed::cpu::nr_cpus().min(32);
-            for (name, c) in [
-                ("--cpu", usize::try_from(cpu).ok()),
-                ("--sender-cpu", sender_cpu),
-            ] {
+            // -1: no pinning.
+            let cpu = usize::try_from(cpu).ok();
+            let cpus = pvnet_testbed::cpu::steerable_cpus();
+            for (name, c) in [("--cpu", cpu), ("--sender-cpu", sender_cpu)] {
                 if let Some(c) = c.filter(|&c| c >= cpus) {
                     bail!("{name} {c}: the CPUs are 0 to {}", cpus - 1);
                 }
@@ -753,11 +751,9 @@ fn run(cli: Cli) -> Result<()> {
                 guests,
                 attach,
                 budget,
-                cpu: usize::try_from(cpu).ok(),
+                cpu,
                 rps: true,
-                sender_cpu: sender_cpu.or_else(|| {
-                    other_cpu(usize::try_from(cpu).ok(), pvnet_testbed::cpu::nr_cpus())
-                }),
+                sender_cpu: sender_cpu.or_else(|| other_cpu(cpu, pvnet_testbed::cpu::nr_cpus())),
                 lro: settings,
                 bo: lro.bo,
                 guest_gso: lro.guest_gso,
@@ -1403,7 +1399,7 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             datagrams,
             bytes,
         } => {
-            let datagrams = datagrams.or(bytes.map(|b| b.div_ceil(size.max(1) as u64)));
+            let datagrams = datagrams.or(bytes.map(|b| b.div_ceil(size as u64)));
             let duration = match (duration, datagrams) {
                 (Some(d), _) => Some(Duration::from_secs_f64(d)),
                 (None, None) => Some(Duration::from_secs(10)),
@@ -1557,7 +1553,7 @@ mod tests {
         };
         lro.settings(
             mode,
-            port_frames || grant == pvnet_dd::netback::Mechanism::Flip,
+            config::frame_port(port_frames, grant),
             port_gro || guest_gro,
         )
     }

@@ -50,7 +50,7 @@ pub fn check(m: &ArgMatches) -> Result<()> {
 fn check_up(m: &ArgMatches) -> Result<()> {
     let mode = *m.get_one::<Mode>("mode").expect("has a default");
     let grant = *m.get_one::<Mechanism>("grant").expect("has a default");
-    let port_frames = m.get_flag("port_frames") || grant == Mechanism::Flip;
+    let port_frames = crate::config::frame_port(m.get_flag("port_frames"), grant);
     let port_ring = *m.get_one::<PortRing>("port_ring").expect("has a default");
     let hvm = *m.get_one::<usize>("hvm").expect("has a default");
     let pv = mode != Mode::Linux;

@@ -16,6 +16,12 @@ pub fn nr_cpus() -> usize {
     }
 }
 
+/// CPUs a run may pin or steer packets to: the online ones, at most 32 (the RPS mask the
+/// testbed writes has 32 bits).
+pub fn steerable_cpus() -> usize {
+    nr_cpus().min(32)
+}
+
 fn one_cpu(cpu: usize) -> Result<CpuSet> {
     let n = nr_cpus();
     if cpu >= n {

@@ -187,7 +187,7 @@ impl Testbed {
             bail!("MTU {} too small", cfg.mtu);
         }
         for c in [cfg.rps_cpu, cfg.remote_rps_cpu].into_iter().flatten() {
-            if c >= 32 || c >= crate::cpu::nr_cpus() {
+            if c >= crate::cpu::steerable_cpus() {
                 bail!("RPS CPU {c} out of range");
             }
         }

@@ -351,7 +351,7 @@ pub fn daemon_config(config: &str) -> Result<DaemonConfig> {
         budget: crate::config::default_budget(mode),
         // Flip needs the driver domain's machine frames (g2g-flip too); copy-frames is copy
         // from the same frame port.
-        port_frames: matches!(config, "flip" | "copy-frames") || grant == Mechanism::Flip,
+        port_frames: crate::config::frame_port(matches!(config, "flip" | "copy-frames"), grant),
         // The remote host's input (ACKs) runs on the sender's CPU: the sender's work is not
         // charged to the receiving CPU.
         sender_cpu: Some(TX_CPU),
