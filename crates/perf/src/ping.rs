@@ -155,9 +155,53 @@ pub fn ping_sized(
     Ok(rep)
 }
 
+impl PingReport {
+    /// `Err` naming what went wrong when a request had no intact reply: how many, and how
+    /// many replies came back with a payload other than the request's.
+    pub fn check(&self, dst: Ipv4Addr) -> Result<(), String> {
+        if self.received == self.sent {
+            return Ok(());
+        }
+        let mut e = format!(
+            "{} of {} echo requests to {dst} had no intact reply",
+            self.sent - self.received,
+            self.sent
+        );
+        if self.corrupted > 0 {
+            e += &format!(
+                " ({} replies came back with a payload other than the request's)",
+                self.corrupted
+            );
+        }
+        Err(e)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_corrupted_reply_is_named_apart_from_a_missing_one() {
+        let dst = Ipv4Addr::new(10, 77, 0, 10);
+        let rep = |received, corrupted| PingReport {
+            sent: 3,
+            received,
+            corrupted,
+            ..PingReport::default()
+        };
+        assert_eq!(rep(3, 0).check(dst), Ok(()));
+        assert_eq!(
+            rep(2, 0).check(dst),
+            Err("1 of 3 echo requests to 10.77.0.10 had no intact reply".into())
+        );
+        let e = rep(1, 2).check(dst).unwrap_err();
+        assert!(
+            e.starts_with("2 of 3 echo requests")
+                && e.contains("(2 replies came back with a payload other than the request's)"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn icmp_checksum_known_value() {

@@ -1315,14 +1315,7 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             )
             .with_context(|| format!("ping {to} with {size} bytes of payload"))?;
             println!("{}", serde_json::to_string(&r)?);
-            if r.received != r.sent {
-                bail!(
-                    "{} of {} echo requests to {to} were not answered",
-                    r.sent - r.received,
-                    r.sent
-                );
-            }
-            Ok(())
+            r.check(to).map_err(anyhow::Error::msg)
         }
         PerfCmd::Rr {
             to,
