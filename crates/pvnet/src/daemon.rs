@@ -416,7 +416,7 @@ impl Daemon {
         }
         let sigfd = signal_fd()?;
         let id = RunId::parse(&cfg.id)?;
-        std::fs::create_dir_all(rundir::run_dir(&cfg.id))?;
+        rundir::create_run_dir(&cfg.id)?;
         let guests = match cfg.mode {
             Mode::Linux => 0,
             Mode::Xen => cfg.guests + cfg.attach + cfg.hvm,

@@ -12,7 +12,7 @@ use crate::rundir;
 
 /// Spawns `pvnet daemon` detached and waits until it is ready (its info file appears).
 pub fn start_daemon(cfg: &DaemonConfig, detach: bool) -> Result<rundir::RunInfo> {
-    std::fs::create_dir_all(rundir::run_dir(&cfg.id))?;
+    rundir::create_run_dir(&cfg.id)?;
     let log = std::fs::File::create(rundir::log_path(&cfg.id))?;
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.args(["daemon", "--config", &serde_json::to_string(cfg)?])

@@ -40,6 +40,30 @@ pub fn run_dir(id: &str) -> PathBuf {
     Path::new(RUN_ROOT).join(id)
 }
 
+/// Creates run `id`'s directory, readable and writable by its owner alone (0700, whatever the
+/// umask): its sockets take `set`, `down` and a frontend's attach from whoever can reach them,
+/// and the directory's mode is what keeps other users out.
+pub fn create_run_dir(id: &str) -> Result<PathBuf> {
+    create_run_dir_in(Path::new(RUN_ROOT), id)
+}
+
+fn create_run_dir_in(root: &Path, id: &str) -> Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
+    let dir = root.join(id);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .or_else(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists if dir.is_dir() => Ok(()),
+            _ => Err(e),
+        })
+        .with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("setting the mode of {}", dir.display()))?;
+    Ok(dir)
+}
+
 pub fn ctl_path(id: &str) -> PathBuf {
     run_dir(id).join("ctl.sock")
 }
@@ -161,6 +185,25 @@ fn running(stat: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_directory_is_its_owners_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = std::env::temp_dir().join(format!("pvnet-rundir-mode-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        let d = create_run_dir_in(&root, "r1").unwrap();
+        assert_eq!((d.clone(), mode(&d)), (root.join("r1"), 0o700));
+        // One left open by an earlier start is closed again.
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        create_run_dir_in(&root, "r1").unwrap();
+        assert_eq!(mode(&d), 0o700);
+        // A file where the directory should be is an error, not a directory.
+        std::fs::write(root.join("f"), "").unwrap();
+        let e = format!("{:#}", create_run_dir_in(&root, "f").unwrap_err());
+        assert!(e.contains("creating") && e.contains("/f"), "{e}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     /// Live: a daemon that answers, or a run still starting. Not: a dead daemon's directory,
     /// or one without `info.json` older than the grace.

@@ -74,6 +74,13 @@ fn request_response_through_the_pv_path() {
     }
     // A smaller packet ring than the default: the knob reaches the kernel's ring.
     let run = Run::up(&["--guests", "1", "--ring-frames", "1024"]);
+    // Its sockets (control, attach) sit in a directory only root enters.
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(format!("/run/pvnet/{}", run.id))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o700, "{mode:o}");
     let mut srv = server(&run, "g0", "10.77.0.10");
     let o = run.exec("remote", &["perf", "rr", "10.77.0.10", "--duration", "2"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
