@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 const OVERHEAD_GUESS: f64 = 1.5;
 
 struct State {
+    /// The command the lines are from (`bench`, `soak`).
+    command: &'static str,
     started: Instant,
     /// Planned stream + TCP_RR seconds of every step, in order.
     planned: Vec<f64>,
@@ -53,7 +55,8 @@ impl State {
             self.phase.clone()
         };
         format!(
-            "pvnet bench: [{}/{}] {}: {phase} | {} elapsed, about {} left",
+            "pvnet {}: [{}/{}] {}: {phase} | {} elapsed, about {} left",
+            self.command,
             (self.done + 1).min(self.planned.len()),
             self.planned.len(),
             self.what,
@@ -78,9 +81,15 @@ pub struct Progress {
 impl Progress {
     /// `planned`: stream + TCP_RR seconds of each step.
     pub fn new(planned: Vec<f64>) -> Progress {
+        Progress::of("bench", planned)
+    }
+
+    /// [`Progress::new`] for another command than `bench`, whose name the lines carry.
+    pub fn of(command: &'static str, planned: Vec<f64>) -> Progress {
         let now = Instant::now();
         let p = Progress {
             state: Arc::new(Mutex::new(State {
+                command,
                 started: now,
                 planned,
                 done: 0,
@@ -164,5 +173,14 @@ mod tests {
         }
         p.finish();
         assert_eq!(mmss(125.4), "2:05");
+        // Another command's lines carry its name, not bench's.
+        let p = Progress::of("soak", vec![60.0]);
+        assert!(p
+            .state
+            .lock()
+            .unwrap()
+            .line()
+            .starts_with("pvnet soak: [1/1]"));
+        p.finish();
     }
 }

@@ -211,7 +211,7 @@ pub fn run(args: SoakArgs) -> Result<()> {
     let (name, cfg) = testbed_config(&args)?;
     interrupt::install()?;
     let (out, started) = super::output::out_dir(args.out.as_deref(), "soak-out", "")?;
-    let progress = Progress::new(vec![args.duration.as_secs_f64()]);
+    let progress = Progress::of("soak", vec![args.duration.as_secs_f64()]);
     progress.step(&format!("soak, {name}"));
     let r = testbed::with_testbed(&cfg, &name, &progress, |info| soak(info, &args, &progress));
     progress.finish();
