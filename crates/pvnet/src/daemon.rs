@@ -1371,6 +1371,9 @@ impl Daemon {
         }
         let t0 = Instant::now();
         let at_uptime_s = self.start.elapsed().as_secs_f64();
+        // Built before anything is taken down, so that its one way to fail (the switch's
+        // rules) refuses the restart instead of leaving it half-done.
+        let fresh = new_datapath(&self.cfg)?;
         let doms: Vec<u16> = (self.vifs.values())
             .filter(|v| !v.destroyed && matches!(v.state, VifState::Connected | VifState::Waiting))
             .map(|v| v.domid.0)
@@ -1396,7 +1399,6 @@ impl Daemon {
         }
         // Frames the old port had not taken yet go with it, as a NIC's queue does.
         dropped += self.dp.tx_backlog_len() as u64;
-        let fresh = new_datapath(&self.cfg)?;
         // The old path's descriptors close here (epoll forgets them with their last close).
         drop(std::mem::replace(&mut self.dp, fresh));
         // 3. The old backends say Closed.
