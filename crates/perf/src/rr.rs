@@ -270,11 +270,18 @@ pub fn rr_steps(
         // The slice's line goes out first: a failing slice's counts are not lost.
         writeln!(output, "{}", serde_json::to_string(&slice)?)?;
         output.flush()?;
-        if slice.errors > 0 {
-            bail!("{} responses did not echo their request", slice.errors);
-        }
+        check_echoes(slice.errors)?;
     }
     Ok(total)
+}
+
+/// `Err` when `errors` responses did not echo their request: a test that saw one fails, whole
+/// ([`rr_client`]'s report) or by slice ([`rr_steps`]).
+pub fn check_echoes(errors: u64) -> anyhow::Result<()> {
+    if errors > 0 {
+        bail!("{errors} responses did not echo their request");
+    }
+    Ok(())
 }
 
 impl RrSlice {

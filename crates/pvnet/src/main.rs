@@ -1342,10 +1342,7 @@ fn perf(cmd: PerfCmd) -> Result<()> {
             };
             let r = rr::rr_client(resolve(&to, port)?, &opts)?;
             println!("{}", serde_json::to_string(&r)?);
-            if r.errors != 0 {
-                bail!("{} responses did not echo their request", r.errors);
-            }
-            Ok(())
+            rr::check_echoes(r.errors)
         }
         PerfCmd::Burn { duration } => {
             let end = duration.map(|d| std::time::Instant::now() + Duration::from_secs_f64(d));
