@@ -286,6 +286,11 @@ pub struct PnicStats {
     /// ring (`tp_freeze_q_cnt`; frames arriving meanwhile are in `tp_drops`): a block held by
     /// leases ([`PnicStats::rx_hold_stops`]), or one the consumer had not reached yet.
     pub tp_ring_frozen: u64,
+    /// Errors the kernel left on the port's sockets and [`Pnic::take_socket_errors`] read
+    /// (`ENETDOWN` each time the link went down).
+    pub socket_errors: u64,
+    /// The errno of the last of them (0: none yet).
+    pub last_socket_errno: i32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -345,6 +350,8 @@ pub struct Pnic {
     tx_would_block: Cell<u64>,
     tx_sndbuf: u64,
     tx_errors: Cell<u64>,
+    socket_errors: Cell<u64>,
+    last_socket_errno: Cell<i32>,
     /// Frame mode ([`Pnic::open_frames`]): the socket and the buffers it receives into.
     frx: Option<FrameRx>,
 }
@@ -954,6 +961,8 @@ impl Pnic {
             tx_would_block: Cell::new(0),
             tx_sndbuf,
             tx_errors: Cell::new(0),
+            socket_errors: Cell::new(0),
+            last_socket_errno: Cell::new(0),
             frx: None,
         })
     }
@@ -1228,6 +1237,27 @@ impl Pnic {
     /// [`PnicError::WouldBlock`].
     pub fn tx_fd(&self) -> BorrowedFd<'_> {
         self.tx.as_fd()
+    }
+
+    /// Reads and clears the error the kernel left on each of the port's sockets
+    /// (`SO_ERROR`): `ENETDOWN` when the link went down, as it does when the interface is
+    /// set down or leaves the namespace. The kernel keeps that error until someone reads it,
+    /// and poll(2) reports the socket ready (`POLLERR`) for as long as it stays, so a caller
+    /// that sleeps in poll on [`Pnic::rx_fds`] or [`Pnic::tx_fd`] must take it when poll says
+    /// so, or never sleep again. A ring's consumer never reads the socket, which would take
+    /// it. Returns how many sockets had one; [`PnicStats::socket_errors`] counts them.
+    pub fn take_socket_errors(&self) -> u32 {
+        let mut n = 0;
+        let frame = self.frx.as_ref().map(|f| f.sock.as_fd());
+        let rings = self.queues.iter().map(|q| q.rx.as_fd());
+        for fd in frame.into_iter().chain(rings).chain([self.tx.as_fd()]) {
+            if let Some(errno) = take_socket_error(fd) {
+                n += 1;
+                self.socket_errors.set(self.socket_errors.get() + 1);
+                self.last_socket_errno.set(errno);
+            }
+        }
+        n
     }
 
     pub fn ifname(&self) -> &str {
@@ -1599,8 +1629,27 @@ impl Pnic {
             rx_blocks_held: held,
             rx_hold_stops: hold_stops,
             tp_ring_frozen: tp_frozen,
+            socket_errors: self.socket_errors.get(),
+            last_socket_errno: self.last_socket_errno.get(),
         }
     }
+}
+
+/// The pending error of socket `fd` (`SO_ERROR`, which the read clears), if it has one.
+fn take_socket_error(fd: BorrowedFd<'_>) -> Option<i32> {
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: err/len describe a writable c_int, the size SO_ERROR writes.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut err as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && err != 0).then_some(err)
 }
 
 /// Fills `iov` (len = pieces + 1) with the vnet header and the pieces; returns the frame bytes.

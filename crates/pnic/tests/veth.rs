@@ -221,6 +221,41 @@ fn run_in(ns: &str, args: &[&str]) {
     assert!(st.success());
 }
 
+/// The link going down leaves `ENETDOWN` on the receive socket, and poll(2) reports it ready
+/// until someone reads the error: a ring consumer that never reads the socket would never
+/// sleep again. `take_socket_errors` reads it once, counts it, and poll sleeps again; frames
+/// sent once the link is back up arrive.
+#[test]
+fn a_link_that_went_down_leaves_one_error_to_take() {
+    if !is_root() {
+        return;
+    }
+    let bed = Bed::new();
+    let mut p = open_a(&bed, 256);
+    let s = peer(&bed, false);
+    assert!(!wait_rx(&p, 0), "nothing to report before the link moves");
+    assert_eq!(p.take_socket_errors(), 0, "no error yet");
+    run_in(&bed.a.0, &["link", "set", IF_A, "down"]);
+    run_in(&bed.a.0, &["link", "set", IF_A, "up"]);
+    assert!(wait_rx(&p, 0), "the error makes the socket ready");
+    assert!(wait_rx(&p, 0), "and keeps it ready while nobody reads it");
+    assert!(!p.rx_ready(), "though the ring holds no frame");
+    assert!(p.take_socket_errors() >= 1, "the receive socket had one");
+    let st = p.stats();
+    assert!(st.socket_errors >= 1, "{st:?}");
+    assert_eq!(st.last_socket_errno, libc::ENETDOWN, "{st:?}");
+    assert!(!wait_rx(&p, 0), "taken: poll sleeps again");
+    assert_eq!(p.take_socket_errors(), 0, "taken once");
+    // The kernel hooks the socket back when the link comes up: frames still arrive.
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut got = Vec::new();
+    while got.is_empty() && Instant::now() < end {
+        send_test(&s, 0..1, 100);
+        got = collect_seqs(&mut p, 1, 100);
+    }
+    assert_eq!(got, vec![0], "a frame after the link came back");
+}
+
 /// (b) A TCP SYN from the peer's own stack arrives with its checksum state.
 #[test]
 fn tcp_syn_from_peer_stack() {

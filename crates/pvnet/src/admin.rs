@@ -136,6 +136,9 @@ pub fn stat(id: &str) -> Result<serde_json::Value> {
     }
 }
 
+/// How often the daemon tries again to open the ports a restart could not open, in ms.
+pub const PORT_RETRY_MS: u64 = 250;
+
 /// How long [`restart_dd`] waits for every frontend to reconnect.
 pub const RECONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 

@@ -279,7 +279,14 @@ struct Restarts {
     last_reconnection_uptime_s: Option<f64>,
     /// The last restart.
     last: Option<LastRestart>,
+    /// When the loop next tries the ports the last restart could not open (None: they are
+    /// open, or not retried).
+    #[serde(skip)]
+    port_retry_at: Option<Instant>,
 }
+
+/// How often the loop tries again to open the ports a restart could not open.
+const PORT_RETRY: Duration = Duration::from_millis(crate::admin::PORT_RETRY_MS);
 
 /// One restart: what it dropped and how long its vifs took to come back.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -302,6 +309,15 @@ struct LastRestart {
     /// Packets that were queued in the old backends for their guests, and frames waiting for
     /// the old physical port, dropped with them (TCP sends their bytes again).
     queued_packets_dropped: u64,
+    /// From the start of the restart to the new driver domain's ports being open, in ms:
+    /// `down_ms` when step 4 opened them, later when it could not (`port_error`) and the loop
+    /// opened them on a retry; None while they are still closed.
+    port_opened_ms: Option<f64>,
+    /// Why the new driver domain's ports could not be opened (the last try's error); None
+    /// when step 4 opened them.
+    port_error: Option<String>,
+    /// Tries the loop made after step 4 could not open the ports, one every [`PORT_RETRY`].
+    port_retries: u64,
     /// When it started.
     #[serde(skip)]
     started: Option<Instant>,
@@ -583,6 +599,14 @@ impl Daemon {
 
     /// The driver domain's two own ports: the physical port and its stack's TAP.
     fn open_ports(&mut self) -> Result<()> {
+        let (pnic, tap) = self.open_port_devices()?;
+        self.attach_ports(pnic, tap)
+    }
+
+    /// The physical port and the driver domain's stack TAP, opened and set up in the kernel
+    /// but not on the data path yet: a failure here (the NIC gone, the TAP's name still
+    /// taken) leaves the data path as it was.
+    fn open_port_devices(&mut self) -> Result<(Pnic, Tap)> {
         // The daemon's thread lives in the driver domain's namespace from here on.
         self.testbed.dd.enter()?;
         // Slots sized for the port's MTU: a longer frame would arrive truncated and be lost.
@@ -619,15 +643,20 @@ impl Daemon {
             Pnic::open(&pcfg)
         }
         .map_err(|e| anyhow!("opening the physical port {}: {e}", self.testbed.dd_if))?;
-        self.dp
-            .attach_phy(pnic)
-            .map_err(|e| anyhow!("attaching the physical port to the switch: {e}"))?;
-
         let tap = Tap::open("pvdd0", true).context("creating the driver domain's stack port")?;
         link::set_mtu(tap.name(), self.cfg.mtu)?;
         link::set_mac(tap.name(), DD_STACK_MAC)?;
         link::add_ipv4(tap.name(), topology::dd_addr(), topology::SUBNET_PREFIX)?;
         link::set_up(tap.name(), true)?;
+        Ok((pnic, tap))
+    }
+
+    /// Puts the two ports [`Daemon::open_port_devices`] opened on the data path. The switch
+    /// refuses them only if it has them already, which no caller lets happen.
+    fn attach_ports(&mut self, pnic: Pnic, tap: Tap) -> Result<()> {
+        self.dp
+            .attach_phy(pnic)
+            .map_err(|e| anyhow!("attaching the physical port to the switch: {e}"))?;
         self.ep.add(tap.fd(), Token::StackTap.event())?;
         self.dp
             .attach_tap(PORT_DDSTACK, DD_STACK_MAC, Box::new(StackTap(tap)))
@@ -930,7 +959,13 @@ impl Daemon {
                 Some(_) => wait.min(Duration::from_millis(1)),
                 None => wait,
             };
+            // Ports a restart could not open are tried again in time.
+            let wait = match self.restarts.port_retry_at {
+                Some(at) => wait.min(at.saturating_duration_since(Instant::now())),
+                None => wait,
+            };
             self.run_once(wait)?;
+            self.retry_ports();
         }
         Ok(())
     }
@@ -998,6 +1033,12 @@ impl Daemon {
         }
         let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
         let (ep_ready, pnic_ready) = (ready(&fds[0]), fds[1..rx_fds].iter().any(ready));
+        // The link went down (and maybe up again): the kernel left an error on the port's
+        // sockets, and poll would report them ready until it is read.
+        let failed = |f: &PollFd| f.revents().is_some_and(|r| r.contains(PollFlags::POLLERR));
+        if fds[1..].iter().any(failed) {
+            pnic.take_socket_errors();
+        }
         self.dp.stats.pnic_woken += u64::from(pnic_ready);
         let n = if ep_ready {
             epoll_wait(&self.ep, events, 0)?
@@ -1408,8 +1449,21 @@ impl Daemon {
             }
         }
         let teardown_ms = t0.elapsed().as_secs_f64() * 1e3;
-        // 4. The new driver domain's ports.
-        self.open_ports_retrying()?;
+        // 4. The new driver domain's ports. If they do not open (its NIC is gone), the restart
+        // goes on without them: the vifs reconnect, traffic between guests flows again, and
+        // the loop tries the ports every PORT_RETRY until they open (`retry_ports`).
+        self.restarts.port_retry_at = None;
+        let port_error = match self.open_ports_retrying() {
+            Ok(()) => None,
+            Err(e) => {
+                eprintln!(
+                    "pvnet: restart: the new driver domain's ports did not open: {e:#}; trying again every {} ms",
+                    PORT_RETRY.as_millis()
+                );
+                self.restarts.port_retry_at = Some(Instant::now() + PORT_RETRY);
+                Some(format!("{e:#}"))
+            }
+        };
         for &d in &doms {
             self.dp.add_guest_port(d);
         }
@@ -1435,6 +1489,9 @@ impl Daemon {
             reconnected: 0,
             reconnect_ms: (went == 0).then_some(down_ms),
             queued_packets_dropped: dropped,
+            port_opened_ms: port_error.is_none().then_some(down_ms),
+            port_error,
+            port_retries: 0,
             started: Some(t0),
         });
         for &d in &doms {
@@ -1446,22 +1503,59 @@ impl Daemon {
         Ok(went as usize)
     }
 
-    /// [`Daemon::open_ports`], retried for a moment: the old stack TAP's name may not be free
-    /// the instant its descriptor closed.
+    /// [`Daemon::open_port_devices`], retried for a moment (the old stack TAP's name may not
+    /// be free the instant its descriptor closed), then [`Daemon::attach_ports`].
     fn open_ports_retrying(&mut self) -> Result<()> {
         let mut tries = 0;
         loop {
-            match self.open_ports() {
-                Ok(()) => return Ok(()),
+            match self.open_port_devices() {
+                Ok((pnic, tap)) => return self.attach_ports(pnic, tap),
                 Err(e) if tries < 50 => {
                     tries += 1;
                     if tries == 1 {
                         eprintln!("pvnet: restart: opening the ports: {e:#}; retrying");
                     }
-                    self.dp = new_datapath(&self.cfg)?;
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Tries once more, when its time has come, to open the ports the last restart could not
+    /// open. A device that does not open (the NIC still gone) is tried again after
+    /// [`PORT_RETRY`]; ports that opened but that the switch refused are not (that would be a
+    /// bug, and the next try would meet it again).
+    fn retry_ports(&mut self) {
+        match self.restarts.port_retry_at {
+            Some(at) if Instant::now() >= at => {}
+            _ => return,
+        }
+        let (result, again) = match self.open_port_devices() {
+            Ok((pnic, tap)) => (self.attach_ports(pnic, tap), false),
+            Err(e) => (Err(e), true),
+        };
+        let Some(last) = self.restarts.last.as_mut() else {
+            self.restarts.port_retry_at = None;
+            return;
+        };
+        last.port_retries += 1;
+        self.restarts.port_retry_at = None;
+        match result {
+            Ok(()) => {
+                last.port_opened_ms = last.started.map(|t| t.elapsed().as_secs_f64() * 1e3);
+                eprintln!(
+                    "pvnet: the driver domain's ports opened, {} retries after the restart",
+                    last.port_retries
+                );
+            }
+            Err(e) => {
+                last.port_error = Some(format!("{e:#}"));
+                if again {
+                    self.restarts.port_retry_at = Some(Instant::now() + PORT_RETRY);
+                } else {
+                    eprintln!("pvnet: the driver domain's ports: {e:#}; not tried again");
+                }
             }
         }
     }
@@ -1738,6 +1832,10 @@ impl Daemon {
                 "rx_blocks": s.rx_blocks, "rx_bad_blocks": s.rx_bad_blocks,
                 "rx_blocks_held": s.rx_blocks_held, "rx_hold_stops": s.rx_hold_stops,
                 "kernel_ring_frozen": s.tp_ring_frozen,
+                // The link went down under the port (README, "For operators").
+                "socket_errors": s.socket_errors,
+                "last_socket_error": (s.last_socket_errno != 0)
+                    .then(|| std::io::Error::from_raw_os_error(s.last_socket_errno).to_string()),
             })
         });
         let vifs: Vec<serde_json::Value> = self

@@ -848,6 +848,14 @@ fn run(cli: Cli) -> Result<()> {
                     }
                 );
             }
+            // The vifs came back, but the path to the wire did not: say so, and fail.
+            if r["last"]["port_opened_ms"].is_null() {
+                bail!(
+                    "the new driver domain's ports did not open: {}; the daemon tries again every {} ms (`pvnet stat` shows `port_opened_ms` once they open)",
+                    r["last"]["port_error"].as_str().unwrap_or("no reason given"),
+                    admin::PORT_RETRY_MS
+                );
+            }
             Ok(())
         }
         Cmd::Stat { id, json } => {

@@ -1,6 +1,7 @@
 //! The driver domain restarted under load (`pvnet restart-dd`, docs/restart.md): with two
 //! guests, a verified TCP stream into guest 0 and one out of guest 1 run through two restarts
-//! and arrive intact; every frontend reconnected each time. Needs root.
+//! and arrive intact; every frontend reconnected each time. The driver domain's NIC going down
+//! under it, and a restart while the NIC is gone. Needs root.
 //!
 //! Nothing here is timed: the reconnection is asserted to have happened (and counted), its
 //! duration is measured by docs/restart.md's runs, not asserted.
@@ -175,5 +176,116 @@ fn restart_dd_is_refused_without_a_driver_domain() {
     fails_saying(
         &["restart-dd", "--id", &run.id],
         "no driver domain to restart",
+    );
+}
+
+/// The run's driver-domain namespace and the name of its NIC (the veth end the port opens).
+fn dd_nic(run: &Run) -> (pvnet_testbed::Netns, String) {
+    let id = pvnet_testbed::RunId::parse(&run.id).unwrap();
+    let dd = pvnet_testbed::Netns::open(&id.ns_name("dd")).unwrap();
+    (
+        dd,
+        id.short_link_name(pvnet_testbed::topology::DD_IF_SUFFIX),
+    )
+}
+
+#[test]
+fn a_link_that_goes_down_and_up_under_the_driver_domain_leaves_it_asleep_and_carrying() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root(
+        "a_link_that_goes_down_and_up_under_the_driver_domain_leaves_it_asleep_and_carrying",
+    ) {
+        return;
+    }
+    use pvnet_testbed::link;
+    let run = Run::up(&[]);
+    let (dd, nic) = dd_nic(&run);
+    dd.run(|| {
+        link::set_up(&nic, false).unwrap();
+        link::set_up(&nic, true).unwrap();
+    })
+    .unwrap();
+    // The kernel left ENETDOWN on the port's socket; the daemon read it.
+    let st = stat_until(&run, "the daemon reads the port's error", |st| {
+        u(&st["pnic"]["socket_errors"]) >= 1
+    });
+    assert_eq!(
+        st["pnic"]["last_socket_error"]
+            .as_str()
+            .map(|e| e.contains("down")),
+        Some(true),
+        "{}",
+        st["pnic"]
+    );
+    // Idle, the daemon sleeps: it wakes for the port a few times a second, not for ever (an
+    // error left unread makes poll return at once, a million times a second here).
+    let woken = |st: &serde_json::Value| u(&st["daemon"]["pnic_woken"]);
+    let before = woken(&run.stat());
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let after = woken(&run.stat());
+    assert!(
+        after - before < 1000,
+        "the daemon woke {} times for the port in an idle second",
+        after - before
+    );
+    // And the port carries a stream again.
+    assert_intact(
+        &flow(&run, ("remote", "g0", "10.77.0.10"), 5331, 64 * MIB, 60).expect("a stream after"),
+        64 * MIB,
+    );
+}
+
+#[test]
+fn a_restart_without_its_nic_brings_the_guests_back_and_the_port_once_the_nic_returns() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root(
+        "a_restart_without_its_nic_brings_the_guests_back_and_the_port_once_the_nic_returns",
+    ) {
+        return;
+    }
+    use pvnet_testbed::link;
+    let run = Run::up(&["--guests", "2"]);
+    let (dd, nic) = dd_nic(&run);
+    // The NIC leaves the driver domain (into a namespace of the run's, which `down` deletes).
+    let aside = pvnet_testbed::Netns::create(&format!("pvnet-{}-aside", run.id)).unwrap();
+    dd.run(|| link::move_to_netns(&nic, &aside).unwrap())
+        .unwrap();
+    let o = pvnet(&["restart-dd", "--id", &run.id, "--json"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a restart without its NIC succeeded");
+    assert!(
+        err.contains("ports did not open") && err.contains(&nic),
+        "{err}"
+    );
+    // The vifs came back all the same: the restart went on without the port.
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("restart-dd json");
+    let last = &r["last"];
+    assert_eq!((u(&last["vifs"]), u(&last["reconnected"])), (2, 2), "{r}");
+    assert!(last["port_opened_ms"].is_null(), "{r}");
+    assert!(last["port_error"].as_str().unwrap().contains(&nic), "{r}");
+    // Guest to guest goes through the new driver domain's switch.
+    ping(&run, "g0", "10.77.0.11", 3);
+    let st = stat_until(&run, "the daemon tries the port again", |st| {
+        u(&st["restart"]["last"]["port_retries"]) >= 2
+    });
+    assert!(st["restart"]["last"]["port_opened_ms"].is_null(), "{st}");
+    // The NIC comes back: the next try opens the port, and the wire carries a stream again.
+    aside
+        .run(|| link::move_to_netns(&nic, &dd).unwrap())
+        .unwrap();
+    dd.run(|| link::set_up(&nic, true).unwrap()).unwrap();
+    let st = stat_until(&run, "the port opens", |st| {
+        st["restart"]["last"]["port_opened_ms"].is_f64()
+    });
+    assert!(
+        st["pnic"].is_object(),
+        "the port is on the data path again: {st}"
+    );
+    for v in st["vifs"].as_array().unwrap() {
+        assert_eq!(v["state"], "connected", "{v}");
+    }
+    assert_intact(
+        &flow(&run, ("remote", "g1", "10.77.0.11"), 5332, 64 * MIB, 60).expect("a stream after"),
+        64 * MIB,
     );
 }
