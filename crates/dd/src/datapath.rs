@@ -651,6 +651,26 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         Ok(())
     }
 
+    /// Takes the physical port off the path, as when its NIC has gone: every buffer still
+    /// leased from its ring (held aggregates, packets queued for guests) moves to the heap, so
+    /// that the ring goes with the port, and the frames waiting for it to send are dropped
+    /// with it, as a NIC's queue is (`pnic_tx_backlog_drops`). Guests' frames for the wire
+    /// then have no port to go to, until [`DataPath::attach_phy`] attaches another. Returns
+    /// the port, or None if there was none.
+    pub fn detach_phy(&mut self) -> Option<P> {
+        let phy = self.phy.take()?;
+        self.detach_all_leases();
+        self.stats.pnic_tx_backlog_drops += self.tx_backlog.len() as u64;
+        self.tx_backlog.clear();
+        for v in self.vifs.values_mut().filter(|v| v.tx_held) {
+            v.tx_held = false;
+            v.tx_more = true;
+        }
+        self.switch.remove_port(PORT_PNIC);
+        self.watched = false;
+        Some(phy)
+    }
+
     pub fn phy(&self) -> Option<&P> {
         self.phy.as_ref()
     }

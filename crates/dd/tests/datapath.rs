@@ -217,6 +217,46 @@ fn a_full_port_holds_the_guests_frames_back_and_loses_none() {
 }
 
 #[test]
+fn a_port_whose_nic_went_comes_off_the_path_and_another_takes_its_place() {
+    let (mut dp, _clock, mut g) = path_with(&[MAC_DST], None, 4);
+    // Frames wait for the old port, which takes none.
+    dp.phy_mut().unwrap().tx_full = Some(TxRefused::Full);
+    for i in 0..20 {
+        g[0].send(&frame_to(WIRE, MAC_DST, 100, i));
+    }
+    dp.tick();
+    dp.vif_event(g[0].dom);
+    assert_eq!(dp.tx_backlog_len(), 16);
+    // Its NIC goes: the port comes off with what waited for it, and the guest is not held.
+    let old = dp.detach_phy().expect("the port");
+    assert!(old.tx.is_empty());
+    assert!(dp.phy().is_none());
+    assert_eq!((dp.tx_backlog_len(), dp.tx_backlog_wait()), (0, None));
+    assert_eq!(dp.stats.pnic_tx_backlog_drops, 16);
+    assert!(dp.has_tx_more(), "the held guest is polled again");
+    while dp.has_tx_more() {
+        dp.serve_tx_more();
+    }
+    assert_eq!(dp.vif_stats(g[0].dom).unwrap().tx_packets, 20);
+    assert!(!dp.phy_poll(), "no port to poll");
+    assert!(dp.detach_phy().is_none(), "nothing left to detach");
+    // A new port on the NIC that came back carries both ways again.
+    dp.attach_phy(MockPhy::default()).expect("a new port");
+    let back = frame_to(MAC_DST, WIRE, 300, 7);
+    dp.phy_mut().unwrap().inject(&back);
+    pass(&mut dp);
+    let got: Vec<Vec<u8>> = g[0].take().into_iter().map(|(_, b)| b).collect();
+    assert_eq!(got, vec![back]);
+    let out = frame_to(WIRE, MAC_DST, 200, 9);
+    g[0].send(&out);
+    dp.vif_event(g[0].dom);
+    let sent: Vec<Vec<u8>> = (dp.phy().unwrap().tx.iter())
+        .map(|(_, b)| b.clone())
+        .collect();
+    assert_eq!(sent, vec![out], "only what came after it");
+}
+
+#[test]
 fn a_port_that_takes_nothing_for_long_drops_what_waits_and_the_guests_go_on() {
     let (mut dp, clock, mut g) = path_with(&[MAC_DST], None, 4);
     dp.phy_mut().unwrap().tx_full = Some(TxRefused::Busy);

@@ -279,13 +279,32 @@ struct Restarts {
     last_reconnection_uptime_s: Option<f64>,
     /// The last restart.
     last: Option<LastRestart>,
-    /// When the loop next tries the ports the last restart could not open (None: they are
-    /// open, or not retried).
-    #[serde(skip)]
-    port_retry_at: Option<Instant>,
 }
 
-/// How often the loop tries again to open the ports a restart could not open.
+/// The driver domain's ports after the run's start, as `pvnet stat` shows them (under
+/// `port`): the physical port lost with its NIC, or not opened by a restart, and opened again
+/// from the loop.
+#[derive(Clone, Debug, Default, Serialize)]
+struct PortLife {
+    /// Whether the physical port is on the data path now.
+    open: bool,
+    /// Times the NIC left the driver domain under an open port, which then came off the path.
+    nic_lost: u64,
+    /// Times the loop opened the ports again (after a lost NIC, or a restart that could not).
+    reopened: u64,
+    /// Tries the loop made to open them, over the run.
+    retries: u64,
+    /// Why the ports last closed or a try last failed; None while nothing went wrong.
+    last_error: Option<String>,
+    /// When the loop next tries to open them (None: open, or given up).
+    #[serde(skip)]
+    retry_at: Option<Instant>,
+    /// Whether the stack TAP is to be opened too (a restart's), not only the physical port.
+    #[serde(skip)]
+    retry_tap: bool,
+}
+
+/// How often the loop tries again to open the ports that are closed.
 const PORT_RETRY: Duration = Duration::from_millis(crate::admin::PORT_RETRY_MS);
 
 /// One restart: what it dropped and how long its vifs took to come back.
@@ -365,6 +384,7 @@ pub struct Daemon {
     stopping: bool,
     reclaimed: Reclaimed,
     restarts: Restarts,
+    port: PortLife,
 }
 
 /// Blocks SIGINT/SIGTERM/SIGHUP and returns a signalfd for them, so a signal becomes an event
@@ -486,6 +506,7 @@ impl Daemon {
             stopping: false,
             reclaimed: Reclaimed::default(),
             restarts: Restarts::default(),
+            port: PortLife::default(),
         };
         match d.cfg.mode {
             Mode::Linux => d.testbed.native_addr()?,
@@ -600,13 +621,20 @@ impl Daemon {
     /// The driver domain's two own ports: the physical port and its stack's TAP.
     fn open_ports(&mut self) -> Result<()> {
         let (pnic, tap) = self.open_port_devices()?;
-        self.attach_ports(pnic, tap)
+        self.attach_ports(Some(pnic), Some(tap))?;
+        self.port.open = true;
+        Ok(())
     }
 
     /// The physical port and the driver domain's stack TAP, opened and set up in the kernel
     /// but not on the data path yet: a failure here (the NIC gone, the TAP's name still
     /// taken) leaves the data path as it was.
     fn open_port_devices(&mut self) -> Result<(Pnic, Tap)> {
+        Ok((self.open_pnic()?, self.open_stack_tap()?))
+    }
+
+    /// The physical port, opened on the driver domain's NIC (not on the data path yet).
+    fn open_pnic(&mut self) -> Result<Pnic> {
         // The daemon's thread lives in the driver domain's namespace from here on.
         self.testbed.dd.enter()?;
         // Slots sized for the port's MTU: a longer frame would arrive truncated and be lost.
@@ -630,37 +658,51 @@ impl Daemon {
             tx_sndbuf: self.cfg.port_tx_buffer_kib as usize * 1024,
             ..PnicConfig::new(self.testbed.dd_if.clone())
         };
-        let pnic = if self.cfg.port_frames {
-            // Machine frames: the driver domain's pool, and a flip window per guest.
-            let guests = (self.cfg.guests + self.cfg.attach) as u32;
-            let machine = Machine::create("pvnet-machine", DEFAULT_POOL_FRAMES + guests * RX_BUFS)?;
-            self.hv.set_machine(machine);
-            let pool = FramePool::new(&self.hv, DEFAULT_POOL_FRAMES)
-                .context("the driver domain's frame pool")?;
-            self.pool = Some(pool.clone());
-            Pnic::open_frames(&pcfg, pool)
-        } else {
-            Pnic::open(&pcfg)
+        let pnic = match (self.cfg.port_frames, &self.pool) {
+            // Machine frames: the driver domain's pool (made at the first opening, kept when
+            // the port opens again), and a flip window per guest.
+            (true, Some(pool)) => Pnic::open_frames(&pcfg, pool.clone()),
+            (true, None) => {
+                let guests = (self.cfg.guests + self.cfg.attach) as u32;
+                let frames = DEFAULT_POOL_FRAMES + guests * RX_BUFS;
+                self.hv
+                    .set_machine(Machine::create("pvnet-machine", frames)?);
+                let pool = FramePool::new(&self.hv, DEFAULT_POOL_FRAMES)
+                    .context("the driver domain's frame pool")?;
+                self.pool = Some(pool.clone());
+                Pnic::open_frames(&pcfg, pool)
+            }
+            (false, _) => Pnic::open(&pcfg),
         }
         .map_err(|e| anyhow!("opening the physical port {}: {e}", self.testbed.dd_if))?;
+        Ok(pnic)
+    }
+
+    /// The driver domain's own stack's TAP, set up (not on the data path yet).
+    fn open_stack_tap(&mut self) -> Result<Tap> {
+        self.testbed.dd.enter()?;
         let tap = Tap::open("pvdd0", true).context("creating the driver domain's stack port")?;
         link::set_mtu(tap.name(), self.cfg.mtu)?;
         link::set_mac(tap.name(), DD_STACK_MAC)?;
         link::add_ipv4(tap.name(), topology::dd_addr(), topology::SUBNET_PREFIX)?;
         link::set_up(tap.name(), true)?;
-        Ok((pnic, tap))
+        Ok(tap)
     }
 
-    /// Puts the two ports [`Daemon::open_port_devices`] opened on the data path. The switch
+    /// Puts the ports [`Daemon::open_port_devices`] opened on the data path. The switch
     /// refuses them only if it has them already, which no caller lets happen.
-    fn attach_ports(&mut self, pnic: Pnic, tap: Tap) -> Result<()> {
-        self.dp
-            .attach_phy(pnic)
-            .map_err(|e| anyhow!("attaching the physical port to the switch: {e}"))?;
-        self.ep.add(tap.fd(), Token::StackTap.event())?;
-        self.dp
-            .attach_tap(PORT_DDSTACK, DD_STACK_MAC, Box::new(StackTap(tap)))
-            .map_err(|e| anyhow!("attaching the driver domain's stack to the switch: {e}"))?;
+    fn attach_ports(&mut self, pnic: Option<Pnic>, tap: Option<Tap>) -> Result<()> {
+        if let Some(pnic) = pnic {
+            self.dp
+                .attach_phy(pnic)
+                .map_err(|e| anyhow!("attaching the physical port to the switch: {e}"))?;
+        }
+        if let Some(tap) = tap {
+            self.ep.add(tap.fd(), Token::StackTap.event())?;
+            self.dp
+                .attach_tap(PORT_DDSTACK, DD_STACK_MAC, Box::new(StackTap(tap)))
+                .map_err(|e| anyhow!("attaching the driver domain's stack to the switch: {e}"))?;
+        }
         Ok(())
     }
 
@@ -960,7 +1002,7 @@ impl Daemon {
                 None => wait,
             };
             // Ports a restart could not open are tried again in time.
-            let wait = match self.restarts.port_retry_at {
+            let wait = match self.port.retry_at {
                 Some(at) => wait.min(at.saturating_duration_since(Instant::now())),
                 None => wait,
             };
@@ -1036,16 +1078,17 @@ impl Daemon {
         // The link went down (and maybe up again): the kernel left an error on the port's
         // sockets, and poll would report them ready until it is read.
         let failed = |f: &PollFd| f.revents().is_some_and(|r| r.contains(PollFlags::POLLERR));
-        if fds[1..].iter().any(failed) {
-            pnic.take_socket_errors();
-        }
+        let port_failed = fds[1..].iter().any(failed) && pnic.take_socket_errors() > 0;
         self.dp.stats.pnic_woken += u64::from(pnic_ready);
         let n = if ep_ready {
             epoll_wait(&self.ep, events, 0)?
         } else {
             0
         };
-        Ok((n, pnic_ready))
+        if port_failed {
+            self.check_nic();
+        }
+        Ok((n, pnic_ready && self.dp.phy().is_some()))
     }
 
     /// One pass of the loop: wait, serve what woke us, poll the port while it keeps the
@@ -1452,15 +1495,21 @@ impl Daemon {
         // 4. The new driver domain's ports. If they do not open (its NIC is gone), the restart
         // goes on without them: the vifs reconnect, traffic between guests flows again, and
         // the loop tries the ports every PORT_RETRY until they open (`retry_ports`).
-        self.restarts.port_retry_at = None;
+        self.port.open = false;
+        self.port.retry_at = None;
         let port_error = match self.open_ports_retrying() {
-            Ok(()) => None,
+            Ok(()) => {
+                self.port.open = true;
+                None
+            }
             Err(e) => {
                 eprintln!(
                     "pvnet: restart: the new driver domain's ports did not open: {e:#}; trying again every {} ms",
                     PORT_RETRY.as_millis()
                 );
-                self.restarts.port_retry_at = Some(Instant::now() + PORT_RETRY);
+                self.port.retry_at = Some(Instant::now() + PORT_RETRY);
+                self.port.retry_tap = true;
+                self.port.last_error = Some(format!("{e:#}"));
                 Some(format!("{e:#}"))
             }
         };
@@ -1509,7 +1558,7 @@ impl Daemon {
         let mut tries = 0;
         loop {
             match self.open_port_devices() {
-                Ok((pnic, tap)) => return self.attach_ports(pnic, tap),
+                Ok((pnic, tap)) => return self.attach_ports(Some(pnic), Some(tap)),
                 Err(e) if tries < 50 => {
                     tries += 1;
                     if tries == 1 {
@@ -1522,42 +1571,87 @@ impl Daemon {
         }
     }
 
-    /// Tries once more, when its time has come, to open the ports the last restart could not
-    /// open. A device that does not open (the NIC still gone) is tried again after
-    /// [`PORT_RETRY`]; ports that opened but that the switch refused are not (that would be a
-    /// bug, and the next try would meet it again).
+    /// Tries once more, when its time has come, to open the ports that are closed: the
+    /// physical port whose NIC left ([`Daemon::check_nic`]), or both ports after a restart
+    /// that could not open them. A device that does not open (the NIC still gone) is tried
+    /// again after [`PORT_RETRY`]; ports that opened but that the switch refused are not
+    /// (that would be a bug, and the next try would meet it again).
     fn retry_ports(&mut self) {
-        match self.restarts.port_retry_at {
+        match self.port.retry_at {
             Some(at) if Instant::now() >= at => {}
             _ => return,
         }
-        let (result, again) = match self.open_port_devices() {
-            Ok((pnic, tap)) => (self.attach_ports(pnic, tap), false),
+        self.port.retry_at = None;
+        let opened = self.open_pnic().and_then(|pnic| {
+            let tap = match self.port.retry_tap {
+                true => Some(self.open_stack_tap()?),
+                false => None,
+            };
+            Ok((pnic, tap))
+        });
+        let (result, again) = match opened {
+            Ok((pnic, tap)) => (self.attach_ports(Some(pnic), tap), false),
             Err(e) => (Err(e), true),
         };
-        let Some(last) = self.restarts.last.as_mut() else {
-            self.restarts.port_retry_at = None;
-            return;
-        };
-        last.port_retries += 1;
-        self.restarts.port_retry_at = None;
+        self.port.retries += 1;
+        // A restart that could not open its ports counts the tries, and its time ends here.
+        let restart = (self.restarts.last.as_mut()).filter(|l| l.port_opened_ms.is_none());
         match result {
             Ok(()) => {
-                last.port_opened_ms = last.started.map(|t| t.elapsed().as_secs_f64() * 1e3);
+                self.port.open = true;
+                self.port.reopened += 1;
+                self.port.retry_tap = false;
+                if let Some(last) = restart {
+                    last.port_retries += 1;
+                    last.port_opened_ms = last.started.map(|t| t.elapsed().as_secs_f64() * 1e3);
+                }
                 eprintln!(
-                    "pvnet: the driver domain's ports opened, {} retries after the restart",
-                    last.port_retries
+                    "pvnet: the driver domain's port on {} is open again",
+                    self.testbed.dd_if
                 );
             }
             Err(e) => {
-                last.port_error = Some(format!("{e:#}"));
-                if again {
-                    self.restarts.port_retry_at = Some(Instant::now() + PORT_RETRY);
-                } else {
-                    eprintln!("pvnet: the driver domain's ports: {e:#}; not tried again");
+                let e = format!("{e:#}");
+                if let Some(last) = restart {
+                    last.port_retries += 1;
+                    last.port_error = Some(e.clone());
                 }
+                if !again {
+                    eprintln!("pvnet: the driver domain's ports: {e}; not tried again");
+                }
+                self.port.last_error = Some(e);
+                self.port.retry_at = again.then(|| Instant::now() + PORT_RETRY);
             }
         }
+    }
+
+    /// After the port's sockets reported an error. A link that went down, or down and up,
+    /// leaves them bound, and they carry frames again once it is up. A NIC that left the
+    /// driver domain's namespace (its name gone, or now another device's) leaves them bound
+    /// to nothing, for good: the port comes off the data path, and the loop opens it again
+    /// once the NIC is back ([`Daemon::retry_ports`]).
+    fn check_nic(&mut self) {
+        let Some(p) = self.dp.phy() else {
+            return;
+        };
+        let (name, was) = (p.ifname().to_string(), p.ifindex());
+        let now = match self.testbed.dd.enter() {
+            Ok(()) => link::ifindex(&name).ok(),
+            Err(_) => None,
+        };
+        if now == Some(was) {
+            return;
+        }
+        drop(self.dp.detach_phy());
+        let why = format!("the NIC {name} left the driver domain");
+        eprintln!(
+            "pvnet: {why}: its port is off the data path, and opens again when the NIC is back"
+        );
+        self.port.open = false;
+        self.port.nic_lost += 1;
+        self.port.last_error = Some(why);
+        self.port.retry_tap = false;
+        self.port.retry_at = Some(Instant::now() + PORT_RETRY);
     }
 
     /// Reads the frontend's keys (untrusted strings), maps its rings, binds its channel and
@@ -1899,6 +1993,8 @@ impl Daemon {
             "vifs": vifs,
             "reclaimed": self.reclaimed,
             "restart": self.restarts,
+            // The ports lost with the NIC or a restart, and opened again (docs/restart.md).
+            "port": self.port,
             // The per-guest caps (README, "For operators"); each has a counter when it bites.
             "limits": self.cfg.limits,
             "relay": relay,

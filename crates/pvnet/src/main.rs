@@ -1125,6 +1125,9 @@ fn stat_text(v: &serde_json::Value) -> String {
     if u64_of(&v["reclaimed"]["domains"]) > 0 {
         flat(&mut s, "reclaimed", &v["reclaimed"]);
     }
+    if u64_of(&v["port"]["nic_lost"]) + u64_of(&v["port"]["retries"]) > 0 {
+        flat(&mut s, "port", &v["port"]);
+    }
     if u64_of(&v["restart"]["restarts"]) > 0 {
         let r = &v["restart"];
         out!(

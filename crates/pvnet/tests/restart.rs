@@ -1,7 +1,7 @@
 //! The driver domain restarted under load (`pvnet restart-dd`, docs/restart.md): with two
 //! guests, a verified TCP stream into guest 0 and one out of guest 1 run through two restarts
-//! and arrive intact; every frontend reconnected each time. The driver domain's NIC going down
-//! under it, and a restart while the NIC is gone. Needs root.
+//! and arrive intact; every frontend reconnected each time. The driver domain's NIC going down,
+//! or away and back, under it; a restart while the NIC is gone. Needs root.
 //!
 //! Nothing here is timed: the reconnection is asserted to have happened (and counted), its
 //! duration is measured by docs/restart.md's runs, not asserted.
@@ -190,16 +190,17 @@ fn dd_nic(run: &Run) -> (pvnet_testbed::Netns, String) {
 }
 
 #[test]
-fn a_link_that_goes_down_and_up_under_the_driver_domain_leaves_it_asleep_and_carrying() {
+fn the_nic_going_down_or_away_under_the_driver_domain_leaves_it_asleep_and_the_port_comes_back() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if skip_unless_root(
-        "a_link_that_goes_down_and_up_under_the_driver_domain_leaves_it_asleep_and_carrying",
+        "the_nic_going_down_or_away_under_the_driver_domain_leaves_it_asleep_and_the_port_comes_back",
     ) {
         return;
     }
     use pvnet_testbed::link;
     let run = Run::up(&[]);
     let (dd, nic) = dd_nic(&run);
+    // 1. The link goes down and up.
     dd.run(|| {
         link::set_up(&nic, false).unwrap();
         link::set_up(&nic, true).unwrap();
@@ -217,6 +218,10 @@ fn a_link_that_goes_down_and_up_under_the_driver_domain_leaves_it_asleep_and_car
         "{}",
         st["pnic"]
     );
+    assert_eq!(
+        st["port"]["nic_lost"], 0,
+        "a link that came back is no NIC lost"
+    );
     // Idle, the daemon sleeps: it wakes for the port a few times a second, not for ever (an
     // error left unread makes poll return at once, a million times a second here).
     let woken = |st: &serde_json::Value| u(&st["daemon"]["pnic_woken"]);
@@ -231,6 +236,30 @@ fn a_link_that_goes_down_and_up_under_the_driver_domain_leaves_it_asleep_and_car
     // And the port carries a stream again.
     assert_intact(
         &flow(&run, ("remote", "g0", "10.77.0.10"), 5331, 64 * MIB, 60).expect("a stream after"),
+        64 * MIB,
+    );
+    // 2. The NIC leaves the namespace: the port comes off the path and is tried again.
+    let aside = pvnet_testbed::Netns::create(&format!("pvnet-{}-aside", run.id)).unwrap();
+    dd.run(|| link::move_to_netns(&nic, &aside).unwrap())
+        .unwrap();
+    let st = stat_until(&run, "the port comes off and is tried again", |st| {
+        u(&st["port"]["retries"]) >= 2
+    });
+    assert_eq!(st["port"]["open"], false, "{}", st["port"]);
+    assert_eq!(u(&st["port"]["nic_lost"]), 1, "{}", st["port"]);
+    assert!(st["pnic"].is_null(), "no port on the path: {}", st["pnic"]);
+    // It comes back: the port opens on it, without a restart, and carries a stream.
+    aside
+        .run(|| link::move_to_netns(&nic, &dd).unwrap())
+        .unwrap();
+    dd.run(|| link::set_up(&nic, true).unwrap()).unwrap();
+    let st = stat_until(&run, "the port opens again", |st| {
+        st["port"]["open"] == true
+    });
+    assert_eq!(u(&st["port"]["reopened"]), 1, "{}", st["port"]);
+    assert_eq!(u(&st["restart"]["restarts"]), 0, "{}", st["restart"]);
+    assert_intact(
+        &flow(&run, ("remote", "g0", "10.77.0.10"), 5333, 64 * MIB, 60).expect("a stream after"),
         64 * MIB,
     );
 }
@@ -280,6 +309,14 @@ fn a_restart_without_its_nic_brings_the_guests_back_and_the_port_once_the_nic_re
     assert!(
         st["pnic"].is_object(),
         "the port is on the data path again: {st}"
+    );
+    // The NIC's leaving took the old port off before the restart; the loop opened the new
+    // driver domain's ports once.
+    let port = &st["port"];
+    assert_eq!(
+        (port["open"].as_bool(), u(&port["reopened"])),
+        (Some(true), 1),
+        "{port}"
     );
     for v in st["vifs"].as_array().unwrap() {
         assert_eq!(v["state"], "connected", "{v}");
