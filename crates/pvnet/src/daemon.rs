@@ -1001,7 +1001,8 @@ impl Daemon {
                 Some(_) => wait.min(Duration::from_millis(1)),
                 None => wait,
             };
-            // Ports a restart could not open are tried again in time.
+            // Ports that are closed (their NIC gone, a restart that could not open them) are
+            // tried again in time.
             let wait = match self.port.retry_at {
                 Some(at) => wait.min(at.saturating_duration_since(Instant::now())),
                 None => wait,
