@@ -330,6 +330,9 @@ pub struct PathStats {
     /// port woke the daemon (counted by the daemon, which sleeps).
     pub pnic_ring_wakeups: u64,
     pub pnic_woken: u64,
+    /// Passes of the daemon's loop: each wait and what it woke for (counted by the daemon).
+    /// Idle, a few a second; a descriptor that polls ready for ever would make it millions.
+    pub loop_passes: u64,
     /// Buffers still leased from the port's ring copied to the heap before a sleep on the
     /// port (held aggregates, packets waiting for a guest), and the sleeps that needed it
     /// ([`DataPath::before_sleep`]).
@@ -516,6 +519,8 @@ pub struct DataPath<P: Phy, C: Clock> {
     vifs: BTreeMap<u16, Vif>,
     /// Vifs taken off the path for a protocol violation, for the toolstack.
     failed: Vec<(u16, Netback, Fatal)>,
+    /// TAP-like ports whose device went away, taken off the path, for the daemon.
+    gone_taps: Vec<PortId>,
     /// TAP-like ports by bridge port.
     taps: BTreeMap<PortId, Tap>,
     /// `now_ns` of the current pass (read once per pass and per poll, not per frame: the
@@ -569,6 +574,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             gate: PortGate::default(),
             vifs: BTreeMap::new(),
             failed: Vec::new(),
+            gone_taps: Vec::new(),
             taps: BTreeMap::new(),
             now: 0,
             aged_at: 0,
@@ -700,6 +706,21 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             },
         );
         Ok(())
+    }
+
+    /// Takes TAP-like port `port` off the path and closes it. False when there was none.
+    pub fn detach_tap(&mut self, port: PortId) -> bool {
+        let had = self.taps.remove(&port).is_some();
+        if had {
+            self.switch.remove_port(port);
+        }
+        had
+    }
+
+    /// The TAP-like ports whose device went away since the last call: [`DataPath::tap_input`]
+    /// read `EBADFD` from them, and took them off the path ([`DataPath::detach_tap`]).
+    pub fn take_gone_taps(&mut self) -> Vec<PortId> {
+        std::mem::take(&mut self.gone_taps)
     }
 
     /// Drops every port and vif (before the toolstack tears the testbed down): the physical
@@ -1606,6 +1627,15 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             };
             let n = match t.port.recv(&mut buf) {
                 Ok(n) => n,
+                // A TAP whose interface was deleted reads EBADFD, and polls ready for ever:
+                // it comes off the path, or the daemon would wake for it without end.
+                Err(e) if e.raw_os_error() == Some(nix::errno::Errno::EBADFD as i32) => {
+                    t.counters.rx_errors += 1;
+                    self.stats.ddtap_errors += u64::from(port == PORT_DDSTACK);
+                    self.detach_tap(port);
+                    self.gone_taps.push(port);
+                    break;
+                }
                 Err(_) => break,
             };
             let is_stack = port == PORT_DDSTACK;

@@ -504,6 +504,8 @@ pub struct MockTapState {
     pub flushes: u64,
     /// Pushes fail while set.
     pub refuse: bool,
+    /// Its device is gone: reads fail with `EBADFD`, as a TAP's whose interface was deleted.
+    pub gone: bool,
 }
 
 /// A TAP-like port backed by queues ([`MockTapState`]).
@@ -537,6 +539,11 @@ impl TapPort for MockTap {
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.0.borrow().gone {
+            return Err(io::Error::from_raw_os_error(
+                nix::errno::Errno::EBADFD as i32,
+            ));
+        }
         let Some(f) = self.0.borrow_mut().to_read.pop_front() else {
             return Err(io::ErrorKind::WouldBlock.into());
         };

@@ -124,6 +124,42 @@ fn broadcast_floods_every_port_but_its_own() {
 }
 
 #[test]
+fn a_tap_whose_device_went_comes_off_the_path_and_a_new_one_takes_its_place() {
+    let (mut dp, _clock, mut g) = path_with(&[MAC_DST], None, 64);
+    let stack = MockTap::default();
+    dp.attach_tap(PORT_DDSTACK, STACK_MAC, Box::new(stack.clone()))
+        .unwrap();
+    // Still there: nothing to read is no failure.
+    dp.tap_input(PORT_DDSTACK);
+    assert!(dp.take_gone_taps().is_empty());
+    // Its interface deleted: the read fails for good, and the port comes off once.
+    stack.0.borrow_mut().gone = true;
+    dp.tap_input(PORT_DDSTACK);
+    assert_eq!(dp.take_gone_taps(), vec![PORT_DDSTACK]);
+    assert!(dp.take_gone_taps().is_empty(), "reported once");
+    assert!(dp.tap_stats(PORT_DDSTACK).is_none(), "off the path");
+    assert_eq!(dp.stats.ddtap_errors, 1);
+    dp.tap_input(PORT_DDSTACK);
+    assert!(dp.take_gone_taps().is_empty(), "nothing left to read");
+    assert!(!dp.detach_tap(PORT_DDSTACK), "nothing left to detach");
+    // A broadcast from the wire reaches the guest, and nothing else.
+    let b = frame_to([0xff; 6], MAC_SRC, 100, 1);
+    dp.phy_mut().unwrap().inject(&b);
+    pass(&mut dp);
+    assert_eq!(g[0].take()[0].1, b);
+    assert!(stack.0.borrow().written.is_empty());
+    // A new stack port takes its place and reads again.
+    let fresh = MockTap::default();
+    dp.attach_tap(PORT_DDSTACK, STACK_MAC, Box::new(fresh.clone()))
+        .expect("a new stack port");
+    let f = frame_to(MAC_DST, STACK_MAC, 300, 3);
+    fresh.inject(&f);
+    dp.tap_input(PORT_DDSTACK);
+    assert_eq!(g[0].take()[0].1, f);
+    assert_eq!(dp.tap_stats(PORT_DDSTACK).unwrap().0.rx, 1);
+}
+
+#[test]
 fn the_stack_port_reads_frames_and_counts_short_ones() {
     let (mut dp, _clock, mut g) = path_with(&[MAC_DST], None, 64);
     let stack = MockTap::default();

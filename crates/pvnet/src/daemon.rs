@@ -282,15 +282,21 @@ struct Restarts {
 }
 
 /// The driver domain's ports after the run's start, as `pvnet stat` shows them (under
-/// `port`): the physical port lost with its NIC, or not opened by a restart, and opened again
-/// from the loop.
+/// `port`): the physical port lost with its NIC, the stack's TAP deleted, or both not opened
+/// by a restart, and opened again from the loop.
 #[derive(Clone, Debug, Default, Serialize)]
 struct PortLife {
     /// Whether the physical port is on the data path now.
     open: bool,
     /// Times the NIC left the driver domain under an open port, which then came off the path.
     nic_lost: u64,
-    /// Times the loop opened the ports again (after a lost NIC, or a restart that could not).
+    /// Times the driver domain's stack TAP was deleted under it (it came off the path).
+    stack_tap_lost: u64,
+    /// Guests' TAPs the daemon serves (`--mode relay`, HVM guests) deleted under it: each
+    /// came off the path, and its guest has no network until the run ends.
+    guest_taps_lost: u64,
+    /// Times the loop opened the closed ports again (after a lost NIC or stack TAP, or a
+    /// restart that could not).
     reopened: u64,
     /// Tries the loop made to open them, over the run.
     retries: u64,
@@ -299,9 +305,11 @@ struct PortLife {
     /// When the loop next tries to open them (None: open, or given up).
     #[serde(skip)]
     retry_at: Option<Instant>,
-    /// Whether the stack TAP is to be opened too (a restart's), not only the physical port.
+    /// What the next try opens: the physical port, the stack's TAP.
     #[serde(skip)]
-    retry_tap: bool,
+    need_pnic: bool,
+    #[serde(skip)]
+    need_tap: bool,
 }
 
 /// How often the loop tries again to open the ports that are closed.
@@ -1103,6 +1111,7 @@ impl Daemon {
             timeout
         };
         let (n, pnic_ready) = self.wait_events(&mut events, timeout)?;
+        self.dp.stats.loop_passes += 1;
         self.dp.tick();
         if self.dp.tx_backlog_wait().is_some() {
             self.dp.tx_drain();
@@ -1153,8 +1162,14 @@ impl Daemon {
                 let _ = self.lro_timer.wait();
                 self.dp.timer_fired();
             }
-            Token::StackTap => self.dp.tap_input(PORT_DDSTACK),
-            Token::Relay(dom) | Token::HvmNet(dom) => self.dp.tap_input(vif_port(dom)),
+            Token::StackTap => {
+                self.dp.tap_input(PORT_DDSTACK);
+                self.reap_gone_taps();
+            }
+            Token::Relay(dom) | Token::HvmNet(dom) => {
+                self.dp.tap_input(vif_port(dom));
+                self.reap_gone_taps();
+            }
             Token::DmCtl(dom) => self.hvm_ctl(dom, true),
             Token::HvmCtl(dom) => self.hvm_ctl(dom, false),
             Token::Evtchn(dom) => self.dp.vif_event(dom),
@@ -1497,7 +1512,7 @@ impl Daemon {
         // goes on without them: the vifs reconnect, traffic between guests flows again, and
         // the loop tries the ports every PORT_RETRY until they open (`retry_ports`).
         self.port.open = false;
-        self.port.retry_at = None;
+        (self.port.retry_at, self.port.need_pnic, self.port.need_tap) = (None, false, false);
         let port_error = match self.open_ports_retrying() {
             Ok(()) => {
                 self.port.open = true;
@@ -1509,7 +1524,7 @@ impl Daemon {
                     PORT_RETRY.as_millis()
                 );
                 self.port.retry_at = Some(Instant::now() + PORT_RETRY);
-                self.port.retry_tap = true;
+                (self.port.need_pnic, self.port.need_tap) = (true, true);
                 self.port.last_error = Some(format!("{e:#}"));
                 Some(format!("{e:#}"))
             }
@@ -1572,26 +1587,33 @@ impl Daemon {
         }
     }
 
+    /// The ports the next try opens ([`PortLife::need_pnic`], [`PortLife::need_tap`]).
+    fn open_needed(&mut self) -> Result<(Option<Pnic>, Option<Tap>)> {
+        let pnic = match self.port.need_pnic {
+            true => Some(self.open_pnic()?),
+            false => None,
+        };
+        let tap = match self.port.need_tap {
+            true => Some(self.open_stack_tap()?),
+            false => None,
+        };
+        Ok((pnic, tap))
+    }
+
     /// Tries once more, when its time has come, to open the ports that are closed: the
-    /// physical port whose NIC left ([`Daemon::check_nic`]), or both ports after a restart
-    /// that could not open them. A device that does not open (the NIC still gone) is tried
-    /// again after [`PORT_RETRY`]; ports that opened but that the switch refused are not
-    /// (that would be a bug, and the next try would meet it again).
+    /// physical port whose NIC left ([`Daemon::check_nic`]), the stack TAP that was deleted
+    /// ([`Daemon::reap_gone_taps`]), or both after a restart that could not open them. A
+    /// device that does not open (the NIC still gone) is tried again after [`PORT_RETRY`];
+    /// ports that opened but that the switch refused are not (that would be a bug, and the
+    /// next try would meet it again).
     fn retry_ports(&mut self) {
         match self.port.retry_at {
             Some(at) if Instant::now() >= at => {}
             _ => return,
         }
         self.port.retry_at = None;
-        let opened = self.open_pnic().and_then(|pnic| {
-            let tap = match self.port.retry_tap {
-                true => Some(self.open_stack_tap()?),
-                false => None,
-            };
-            Ok((pnic, tap))
-        });
-        let (result, again) = match opened {
-            Ok((pnic, tap)) => (self.attach_ports(Some(pnic), tap), false),
+        let (result, again) = match self.open_needed() {
+            Ok((pnic, tap)) => (self.attach_ports(pnic, tap), false),
             Err(e) => (Err(e), true),
         };
         self.port.retries += 1;
@@ -1599,17 +1621,14 @@ impl Daemon {
         let restart = (self.restarts.last.as_mut()).filter(|l| l.port_opened_ms.is_none());
         match result {
             Ok(()) => {
-                self.port.open = true;
+                self.port.open |= self.port.need_pnic;
                 self.port.reopened += 1;
-                self.port.retry_tap = false;
+                (self.port.need_pnic, self.port.need_tap) = (false, false);
                 if let Some(last) = restart {
                     last.port_retries += 1;
                     last.port_opened_ms = last.started.map(|t| t.elapsed().as_secs_f64() * 1e3);
                 }
-                eprintln!(
-                    "pvnet: the driver domain's port on {} is open again",
-                    self.testbed.dd_if
-                );
+                eprintln!("pvnet: the driver domain's closed ports are open again");
             }
             Err(e) => {
                 let e = format!("{e:#}");
@@ -1651,8 +1670,30 @@ impl Daemon {
         self.port.open = false;
         self.port.nic_lost += 1;
         self.port.last_error = Some(why);
-        self.port.retry_tap = false;
+        self.port.need_pnic = true;
         self.port.retry_at = Some(Instant::now() + PORT_RETRY);
+    }
+
+    /// The TAPs the data path found deleted under it ([`DataPath::take_gone_taps`]): each is
+    /// off the path already. The driver domain's own stack TAP is made again by the loop
+    /// ([`Daemon::retry_ports`]); a guest's (relayed, or an HVM guest's) is not: its guest
+    /// deleted its own network device, and is without one until the run ends.
+    fn reap_gone_taps(&mut self) {
+        for port in self.dp.take_gone_taps() {
+            if port == PORT_DDSTACK {
+                eprintln!("pvnet: the driver domain's stack TAP was deleted: it is made again");
+                self.port.stack_tap_lost += 1;
+                self.port.last_error = Some("the driver domain's stack TAP was deleted".into());
+                self.port.need_tap = true;
+                if self.port.retry_at.is_none() {
+                    self.port.retry_at = Some(Instant::now() + PORT_RETRY);
+                }
+            } else {
+                let dom = port.0.saturating_sub(1);
+                eprintln!("pvnet: domain {dom}'s TAP was deleted: it is off the data path");
+                self.port.guest_taps_lost += 1;
+            }
+        }
     }
 
     /// Reads the frontend's keys (untrusted strings), maps its rings, binds its channel and

@@ -1125,7 +1125,8 @@ fn stat_text(v: &serde_json::Value) -> String {
     if u64_of(&v["reclaimed"]["domains"]) > 0 {
         flat(&mut s, "reclaimed", &v["reclaimed"]);
     }
-    if u64_of(&v["port"]["nic_lost"]) + u64_of(&v["port"]["retries"]) > 0 {
+    let port = |k: &str| u64_of(&v["port"][k]);
+    if port("nic_lost") + port("stack_tap_lost") + port("guest_taps_lost") + port("retries") > 0 {
         flat(&mut s, "port", &v["port"]);
     }
     if u64_of(&v["restart"]["restarts"]) > 0 {

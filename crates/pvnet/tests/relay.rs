@@ -85,3 +85,31 @@ fn relay_mode_refuses_what_it_has_no_use_for() {
         fails_saying(args, want);
     }
 }
+
+#[test]
+fn a_relayed_guest_that_deletes_its_tap_takes_only_itself_off() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("a_relayed_guest_that_deletes_its_tap_takes_only_itself_off") {
+        return;
+    }
+    // The daemon serves a relayed guest's TAP itself: deleted from inside the guest, it reads
+    // EBADFD and polls ready for ever, which must not keep the daemon awake.
+    let run = Run::up(&["--mode", "relay", "--guests", "2"]);
+    let id = pvnet_testbed::RunId::parse(&run.id).unwrap();
+    let g0 = pvnet_testbed::Netns::open(&id.ns_name("g0")).unwrap();
+    g0.run(|| pvnet_testbed::link::delete_link("eth0").unwrap())
+        .unwrap();
+    let st = stat_until(&run, "the daemon takes guest 0's TAP off", |st| {
+        u(&st["port"]["guest_taps_lost"]) == 1
+    });
+    assert_eq!(
+        (u(&st["port"]["reopened"]), st["port"]["open"].as_bool()),
+        (0, Some(true)),
+        "only the guest's own port went: {}",
+        st["port"]
+    );
+    assert_asleep(&run, "after a relayed guest deleted its TAP");
+    // The other guest goes on.
+    stream_intact(&run, "g1", "10.77.0.11", 64 * MIB);
+    ping(&run, "g1", "10.77.0.2", 2);
+}

@@ -274,3 +274,34 @@ pub fn assert_intact(v: &serde_json::Value, bytes: u64) {
     assert_eq!(v["receiver"]["bytes"].as_u64(), Some(bytes), "{v}");
     assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0), "{v}");
 }
+
+/// Polls `stat` (at most 20 s) until `done` holds; returns the last `stat`.
+pub fn stat_until(
+    run: &Run,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let st = run.stat();
+        if done(&st) {
+            return st;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}: {st}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Asserts that the daemon, idle, sleeps: a few passes of its loop in a second, not the
+/// millions a descriptor that polls ready for ever gives.
+pub fn assert_asleep(run: &Run, when: &str) {
+    let passes = |st: &serde_json::Value| u(&st["daemon"]["loop_passes"]);
+    let before = passes(&run.stat());
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let after = passes(&run.stat());
+    assert!(
+        after - before < 1000,
+        "{when}: the daemon's loop made {} passes in an idle second",
+        after - before
+    );
+}
