@@ -136,7 +136,8 @@ pub fn stat(id: &str) -> Result<serde_json::Value> {
     }
 }
 
-/// How often the daemon tries again to open the ports a restart could not open, in ms.
+/// How often the daemon tries again to open its ports that are closed (the NIC gone, the stack
+/// TAP deleted, or a restart that could not open them), in ms.
 pub const PORT_RETRY_MS: u64 = 250;
 
 /// How long [`restart_dd`] waits for every frontend to reconnect.
