@@ -553,6 +553,13 @@ fn set_sndbuf(fd: BorrowedFd<'_>, bytes: usize) -> Result<u64, PnicError> {
     if set(libc::SO_SNDBUFFORCE) < 0 && set(libc::SO_SNDBUF) < 0 {
         return Err(PnicError::io("SO_SNDBUF (tx)", last_err()));
     }
+    let got =
+        socket_int(fd, libc::SO_SNDBUF).map_err(|e| PnicError::io("getsockopt(SO_SNDBUF)", e))?;
+    Ok(u64::try_from(got).unwrap_or(0))
+}
+
+/// An integer option of socket `fd` at `SOL_SOCKET` (`getsockopt`).
+fn socket_int(fd: BorrowedFd<'_>, name: libc::c_int) -> io::Result<libc::c_int> {
     let mut got: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: `got` and `len` are live and sized as the call expects; the kernel writes at
@@ -561,15 +568,15 @@ fn set_sndbuf(fd: BorrowedFd<'_>, bytes: usize) -> Result<u64, PnicError> {
         libc::getsockopt(
             fd.as_raw_fd(),
             libc::SOL_SOCKET,
-            libc::SO_SNDBUF,
+            name,
             (&mut got as *mut libc::c_int).cast(),
             &mut len,
         )
     };
     if r < 0 {
-        return Err(PnicError::io("getsockopt(SO_SNDBUF)", last_err()));
+        return Err(last_err());
     }
-    Ok(u64::try_from(got).unwrap_or(0))
+    Ok(got)
 }
 
 fn setsockopt<T>(
@@ -1637,19 +1644,7 @@ impl Pnic {
 
 /// The pending error of socket `fd` (`SO_ERROR`, which the read clears), if it has one.
 fn take_socket_error(fd: BorrowedFd<'_>) -> Option<i32> {
-    let mut err: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: err/len describe a writable c_int, the size SO_ERROR writes.
-    let r = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ERROR,
-            (&mut err as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    (r == 0 && err != 0).then_some(err)
+    socket_int(fd, libc::SO_ERROR).ok().filter(|&e| e != 0)
 }
 
 /// Fills `iov` (len = pieces + 1) with the vnet header and the pieces; returns the frame bytes.
