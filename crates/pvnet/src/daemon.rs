@@ -387,6 +387,8 @@ pub struct Daemon {
     sigfd: SignalFd,
     admin: OwnedFd,
     admin_conns: BTreeMap<u32, OwnedFd>,
+    /// Admin connections closed to make room for a new one ([`ADMIN_CONNS_MAX`]).
+    admin_evicted: u64,
     next_conn: u32,
     start: Instant,
     stopping: bool,
@@ -408,6 +410,9 @@ pub(crate) fn signal_fd() -> Result<SignalFd> {
         SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC,
     )?)
 }
+
+/// Admin connections open at once; a new one beyond closes the oldest.
+const ADMIN_CONNS_MAX: usize = 64;
 
 fn seqpacket_listener(path: &str) -> Result<OwnedFd> {
     let _ = std::fs::remove_file(path);
@@ -509,6 +514,7 @@ impl Daemon {
             sigfd,
             admin,
             admin_conns: BTreeMap::new(),
+            admin_evicted: 0,
             next_conn: 0,
             start: Instant::now(),
             stopping: false,
@@ -1801,6 +1807,15 @@ impl Daemon {
 
     fn admin_accept(&mut self) {
         while let Ok(c) = accept(self.admin.as_fd()) {
+            // A client that opens connections and never closes them would take every
+            // descriptor the daemon may have, and then `accept` would fail and the listener
+            // poll ready for ever. The oldest (the lowest id) makes room instead.
+            if self.admin_conns.len() >= ADMIN_CONNS_MAX {
+                if let Some((_, old)) = self.admin_conns.pop_first() {
+                    let _ = self.ep.delete(old.as_fd());
+                    self.admin_evicted += 1;
+                }
+            }
             let id = self.conn_id();
             if self.ep.add(c.as_fd(), Token::AdminConn(id).event()).is_ok() {
                 self.admin_conns.insert(id, c);
@@ -2034,6 +2049,8 @@ impl Daemon {
             "capture": self.capture_json(),
             "vifs": vifs,
             "reclaimed": self.reclaimed,
+            // Admin connections open now, and those closed to make room (ADMIN_CONNS_MAX).
+            "admin": {"connections": self.admin_conns.len(), "evicted": self.admin_evicted},
             "restart": self.restarts,
             // The ports lost with the NIC or a restart, and opened again (docs/restart.md).
             "port": self.port,

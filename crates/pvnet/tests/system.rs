@@ -5,6 +5,7 @@
 
 mod common;
 
+mod admin;
 mod capture;
 mod consolidation;
 mod down;
