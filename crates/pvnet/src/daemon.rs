@@ -266,6 +266,62 @@ struct Vif {
     reconnections: u64,
     /// Time from the last restart's start to this vif's reconnection, in ms.
     last_reconnect_ms: Option<f64>,
+    /// Its control socket's rate limit and traffic.
+    ctl_bucket: CtlBucket,
+}
+
+/// A guest's control socket (xenstore requests, its frontend's counters) is read at most
+/// [`CTL_RATE`] messages a second, in bursts of at most [`CTL_BURST`]: the daemon answers
+/// them on the data path's thread, and a guest that sent them without pause held it in its
+/// socket (g0's stream beside such a guest: 39–71 Mbit/s instead of 4376). Past its rate the
+/// socket leaves the epoll set until the bucket has a token again, and the guest's sends wait
+/// in the socket, or block.
+#[derive(Clone, Debug, Serialize)]
+struct CtlBucket {
+    /// Messages read from the guest.
+    messages: u64,
+    /// Times its socket was set aside for running out of tokens.
+    throttled: u64,
+    #[serde(skip)]
+    tokens: f64,
+    #[serde(skip)]
+    refilled: Instant,
+    /// When its socket goes back into the epoll set (while set aside).
+    #[serde(skip)]
+    resume_at: Option<Instant>,
+}
+
+/// Control messages a second a guest may send ([`CtlBucket`]); a guest sends a few dozen to
+/// connect, and its counters twice a second.
+const CTL_RATE: f64 = 1000.0;
+/// The most a guest may send at once ([`CtlBucket`]): a connection's handshake, with room.
+const CTL_BURST: f64 = 128.0;
+
+impl CtlBucket {
+    fn new() -> CtlBucket {
+        CtlBucket {
+            messages: 0,
+            throttled: 0,
+            tokens: CTL_BURST,
+            refilled: Instant::now(),
+            resume_at: None,
+        }
+    }
+
+    /// Takes a token for one message. When none is left, the time to come back: when a
+    /// quarter of a burst has come in, so that a guest held at its rate costs the daemon a
+    /// wake per 32 messages, not one per message.
+    fn take(&mut self, now: Instant) -> Result<(), Instant> {
+        let dt = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.tokens = (self.tokens + dt * CTL_RATE).min(CTL_BURST);
+        self.refilled = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            return Ok(());
+        }
+        let wait = (CTL_BURST / 4.0 - self.tokens) / CTL_RATE;
+        Err(now + Duration::from_secs_f64(wait))
+    }
 }
 
 /// Driver-domain restarts (`pvnet restart-dd`), as `pvnet stat` shows them (under `restart`).
@@ -761,6 +817,7 @@ impl Daemon {
             evtchn_back: Some(back_end),
             stats: VifStats::default(),
             front_stats: FrontStats::default(),
+            ctl_bucket: CtlBucket::new(),
             state: VifState::Waiting,
             fatal: None,
             child: None,
@@ -1016,13 +1073,17 @@ impl Daemon {
                 None => wait,
             };
             // Ports that are closed (their NIC gone, a restart that could not open them) are
-            // tried again in time.
-            let wait = match self.port.retry_at {
+            // tried again in time, and throttled control sockets go back in time.
+            let next = (self.vifs.values().filter_map(|v| v.ctl_bucket.resume_at))
+                .chain(self.port.retry_at)
+                .min();
+            let wait = match next {
                 Some(at) => wait.min(at.saturating_duration_since(Instant::now())),
                 None => wait,
             };
             self.run_once(wait)?;
             self.retry_ports();
+            self.resume_ctl();
         }
         Ok(())
     }
@@ -1042,7 +1103,9 @@ impl Daemon {
         events: &mut [EpollEvent],
         timeout: Duration,
     ) -> Result<(usize, bool)> {
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // Rounded up: a wait shorter than a millisecond (a throttled control socket's) would
+        // otherwise poll without sleeping until its time.
+        let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
         if ms > 0 {
             self.dp.before_sleep();
         }
@@ -1224,11 +1287,37 @@ impl Daemon {
 
     // ------------------------------------------------------------------ control path
 
+    /// Puts the control sockets set aside by their rate limit ([`CtlBucket`]) whose time has
+    /// come back into the epoll set.
+    fn resume_ctl(&mut self) {
+        let now = Instant::now();
+        for v in self.vifs.values_mut() {
+            if v.ctl_bucket.resume_at.is_some_and(|at| at <= now) {
+                v.ctl_bucket.resume_at = None;
+                if let Some(sock) = v.ctl.as_ref() {
+                    let _ = self
+                        .ep
+                        .add(sock.as_fd(), Token::GuestCtl(v.domid.0).event());
+                }
+            }
+        }
+    }
+
     fn guest_ctl(&mut self, dom: u16) -> Result<()> {
         loop {
             let Some(v) = self.vifs.get_mut(&dom) else {
                 return Ok(());
             };
+            if let Err(at) = v.ctl_bucket.take(Instant::now()) {
+                // Out of tokens: the socket leaves the epoll set (level-triggered, it would
+                // wake the loop for ever) until `resume_ctl` puts it back.
+                if let Some(sock) = v.ctl.as_ref() {
+                    let _ = self.ep.delete(sock.as_fd());
+                    v.ctl_bucket.resume_at = Some(at);
+                    v.ctl_bucket.throttled += 1;
+                }
+                return Ok(());
+            }
             let Some(sock) = v.ctl.as_ref() else {
                 return Ok(());
             };
@@ -1243,6 +1332,7 @@ impl Daemon {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) => {
+                    v.ctl_bucket.messages += 1;
                     eprintln!("pvnet: guest {dom} control message: {e}");
                     let _ = self.ep.delete(sock.as_fd());
                     v.ctl = None;
@@ -1250,6 +1340,7 @@ impl Daemon {
                     return Ok(());
                 }
             };
+            v.ctl_bucket.messages += 1;
             match msg {
                 FromGuest::Xs(req) => {
                     let reply = self.store.handle(DomId(dom), req);
@@ -2001,6 +2092,7 @@ impl Daemon {
                     "netback": self.dp.vif_stats(v.domid.0).unwrap_or(&v.stats),
                     "events": self.dp.vif_events(v.domid.0),
                     "netfront": v.front_stats,
+                    "ctl": v.ctl_bucket,
                     "reconnections": v.reconnections,
                     "last_reconnect_ms": v.last_reconnect_ms,
                 })

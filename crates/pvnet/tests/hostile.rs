@@ -360,6 +360,66 @@ fn a_guest_flooding_its_event_channel_holds_no_one_back() {
     let _ = srv.wait();
 }
 
+#[test]
+fn a_guest_flooding_its_control_socket_holds_no_one_back() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root("a_guest_flooding_its_control_socket_holds_no_one_back") {
+        return;
+    }
+    use pvnet_guest::proto::FromGuest;
+    use pvnet_hv::store::XsRequest;
+    // Domain 1 is a real guest; domain 2 connects properly, then sends xenstore requests on
+    // its control socket without pause, from another thread (on the other CPU when the
+    // scheduler puts it there), and never reads a reply.
+    let run = Run::up(&["--guests", "1", "--attach", "1"]);
+    let mut srv = server(&run, "g0", "10.77.0.10");
+    let bytes: u64 = 512 << 20;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let h = Hostile::connect(&run.id, 2);
+    let req = FromGuest::Xs(XsRequest::Read {
+        path: "/local/domain/2/name".into(),
+    });
+    let sock = h._xs.sock().as_fd();
+    let sent = std::thread::scope(|sc| {
+        let flood = sc.spawn(|| {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if ctl::send(sock, &req, &[]).is_err() {
+                    break;
+                }
+                n += 1;
+            }
+            n
+        });
+        let v = stream_capped(&run, "10.77.0.10", bytes, 60);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(v["receiver"]["bytes"].as_u64(), Some(bytes), "{v}");
+        assert_eq!(v["receiver"]["mismatches"].as_u64(), Some(0), "{v}");
+        flood.join().unwrap()
+    });
+    let st = run.stat();
+    let vif = st["vifs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["domid"] == 2)
+        .unwrap()
+        .clone();
+    eprintln!("control flood: {sent} requests sent, {}", vif["ctl"]);
+    // Flooding is no protocol violation: the vif stays up; the daemon read the flood at the
+    // guest's rate (1000 messages a second after a burst of 128), setting its socket aside.
+    assert_eq!(vif["state"], "connected", "{vif}");
+    let ctl = &vif["ctl"];
+    assert!(u(&ctl["throttled"]) > 0, "{ctl}");
+    assert!(
+        u(&ctl["messages"]) > 128 && u(&ctl["messages"]) < sent,
+        "{ctl}"
+    );
+    assert_eq!(st["vifs"][0]["state"], "connected");
+    drop(h);
+    let _ = srv.wait();
+}
+
 /// The events the daemon waits for are served while a stream keeps the physical port busy (the
 /// loop then mostly polls again without sleeping, and serves events between polls): an external
 /// frontend attaches and completes the xenbus handshake (attach and control-socket events), the
