@@ -14,22 +14,9 @@ fn a_client_that_leaks_admin_connections_is_held_to_64_and_stat_still_answers() 
     ) {
         return;
     }
-    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
     let run = Run::up(&[]);
     let path = format!("/run/pvnet/{}/ctl.sock", run.id);
-    let addr = UnixAddr::new(path.as_str()).unwrap();
-    let mut leaked = Vec::new();
-    for _ in 0..100 {
-        let fd = socket(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )
-        .unwrap();
-        connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &addr).unwrap();
-        leaked.push(fd);
-    }
+    let leaked: Vec<_> = (0..100).map(|_| socket_seqpacket(&path)).collect();
     // The operator still gets an answer, and the daemon holds no more than its cap.
     let st = stat_until(&run, "the daemon has taken every connection", |st| {
         u(&st["admin"]["evicted"]) >= 100 + 1 - 64

@@ -17,23 +17,6 @@ use pvnet_hv::store::XenbusState;
 use pvnet_hv::{ctl, DomId};
 use pvnet_netif::keys;
 
-fn socket_seqpacket(path: &str) -> std::os::fd::OwnedFd {
-    use nix::sys::socket::*;
-    let fd = socket(
-        AddressFamily::Unix,
-        SockType::SeqPacket,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .unwrap();
-    connect(
-        std::os::fd::AsRawFd::as_raw_fd(&fd),
-        &UnixAddr::new(path).unwrap(),
-    )
-    .unwrap();
-    fd
-}
-
 /// Attaches to domain `dom`, grants its rings and writes a complete frontend with the extra
 /// `asks` keys, says `Connected`, and returns the state the backend then goes to.
 fn ask(run_id: &str, dom: u16, asks: &[(&str, &str)]) -> XenbusState {

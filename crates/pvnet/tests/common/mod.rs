@@ -305,3 +305,21 @@ pub fn assert_asleep(run: &Run, when: &str) {
         after - before
     );
 }
+
+/// A blocking `SOCK_SEQPACKET` Unix socket connected to `path` (a run's admin or attach socket).
+pub fn socket_seqpacket(path: &str) -> std::os::fd::OwnedFd {
+    use nix::sys::socket::*;
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    connect(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        &UnixAddr::new(path).unwrap(),
+    )
+    .unwrap();
+    fd
+}
