@@ -1413,12 +1413,19 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
     }
 
     /// An event from guest `dom`: TX requests, or RX buffers posted.
-    pub fn vif_event(&mut self, dom: u16) {
-        if let Some(v) = self.vifs.get_mut(&dom) {
-            v.events.wakes += 1;
-            v.events.notifications += v.netback.evtchn().consume();
-        }
+    /// Returns whether the event was spurious: the poll it caused found nothing to do (what
+    /// Xen's late EOI calls a spurious event; the daemon delays the channel's next wake).
+    pub fn vif_event(&mut self, dom: u16) -> bool {
+        let Some(v) = self.vifs.get_mut(&dom) else {
+            return false;
+        };
+        v.events.wakes += 1;
+        v.events.notifications += v.netback.evtchn().consume();
+        let idle = v.events.idle_polls;
         self.vif_poll(dom);
+        self.vifs
+            .get(&dom)
+            .is_some_and(|v| v.events.idle_polls > idle)
     }
 
     /// How vif `dom`'s event channel drove the path.

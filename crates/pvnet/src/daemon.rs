@@ -366,8 +366,6 @@ struct Restarts {
 /// by a restart, and opened again from the loop.
 #[derive(Clone, Debug, Default, Serialize)]
 struct PortLife {
-    /// Whether the physical port is on the data path now.
-    open: bool,
     /// Times the NIC left the driver domain under an open port, which then came off the path.
     nic_lost: u64,
     /// Times the driver domain's stack TAP was deleted under it (it came off the path).
@@ -382,14 +380,10 @@ struct PortLife {
     retries: u64,
     /// Why the ports last closed or a try last failed; None while nothing went wrong.
     last_error: Option<String>,
-    /// When the loop next tries to open them (None: open, or given up).
+    /// When the loop next tries to open the ports missing from the data path (None: none
+    /// missing, or given up).
     #[serde(skip)]
     retry_at: Option<Instant>,
-    /// What the next try opens: the physical port, the stack's TAP.
-    #[serde(skip)]
-    need_pnic: bool,
-    #[serde(skip)]
-    need_tap: bool,
 }
 
 /// How often the loop tries again to open the ports that are closed.
@@ -715,9 +709,7 @@ impl Daemon {
     /// The driver domain's two own ports: the physical port and its stack's TAP.
     fn open_ports(&mut self) -> Result<()> {
         let (pnic, tap) = self.open_port_devices()?;
-        self.attach_ports(Some(pnic), Some(tap))?;
-        self.port.open = true;
-        Ok(())
+        self.attach_ports(Some(pnic), Some(tap))
     }
 
     /// The physical port and the driver domain's stack TAP, opened and set up in the kernel
@@ -1110,7 +1102,7 @@ impl Daemon {
             };
             self.run_once(wait)?;
             self.retry_ports();
-            self.resume_ctl();
+            self.resume_set_aside();
         }
         Ok(())
     }
@@ -1269,12 +1261,7 @@ impl Daemon {
             Token::DmCtl(dom) => self.hvm_ctl(dom, true),
             Token::HvmCtl(dom) => self.hvm_ctl(dom, false),
             Token::Evtchn(dom) => {
-                let idle = |dp: &DataPath<Pnic, SystemClock>| {
-                    dp.vif_events(dom).map_or(0, |e| e.idle_polls)
-                };
-                let before = idle(&self.dp);
-                self.dp.vif_event(dom);
-                let spurious = idle(&self.dp) > before;
+                let spurious = self.dp.vif_event(dom);
                 self.late_eoi(dom, spurious);
             }
             Token::GuestCtl(dom) => self.guest_ctl(dom)?,
@@ -1349,7 +1336,7 @@ impl Daemon {
     /// Puts the control sockets set aside by their rate limit ([`CtlBucket`]), and the event
     /// channels whose wake was delayed ([`LateEoi`]), whose time has come back into the epoll
     /// set.
-    fn resume_ctl(&mut self) {
+    fn resume_set_aside(&mut self) {
         let now = Instant::now();
         for v in self.vifs.values_mut() {
             if v.late_eoi.resume_at.is_some_and(|at| at <= now) {
@@ -1376,7 +1363,7 @@ impl Daemon {
             };
             if let Err(at) = v.ctl_bucket.take(Instant::now()) {
                 // Out of tokens: the socket leaves the epoll set (level-triggered, it would
-                // wake the loop for ever) until `resume_ctl` puts it back.
+                // wake the loop for ever) until `resume_set_aside` puts it back.
                 if let Some(sock) = v.ctl.as_ref() {
                     let _ = self.ep.delete(sock.as_fd());
                     v.ctl_bucket.resume_at = Some(at);
@@ -1674,20 +1661,15 @@ impl Daemon {
         // 4. The new driver domain's ports. If they do not open (its NIC is gone), the restart
         // goes on without them: the vifs reconnect, traffic between guests flows again, and
         // the loop tries the ports every PORT_RETRY until they open (`retry_ports`).
-        self.port.open = false;
-        (self.port.retry_at, self.port.need_pnic, self.port.need_tap) = (None, false, false);
+        self.port.retry_at = None;
         let port_error = match self.open_ports_retrying() {
-            Ok(()) => {
-                self.port.open = true;
-                None
-            }
+            Ok(()) => None,
             Err(e) => {
                 eprintln!(
                     "pvnet: restart: the new driver domain's ports did not open: {e:#}; trying again every {} ms",
                     PORT_RETRY.as_millis()
                 );
                 self.port.retry_at = Some(Instant::now() + PORT_RETRY);
-                (self.port.need_pnic, self.port.need_tap) = (true, true);
                 self.port.last_error = Some(format!("{e:#}"));
                 Some(format!("{e:#}"))
             }
@@ -1750,15 +1732,15 @@ impl Daemon {
         }
     }
 
-    /// The ports the next try opens ([`PortLife::need_pnic`], [`PortLife::need_tap`]).
+    /// The ports missing from the data path, opened: the physical port, the stack's TAP.
     fn open_needed(&mut self) -> Result<(Option<Pnic>, Option<Tap>)> {
-        let pnic = match self.port.need_pnic {
-            true => Some(self.open_pnic()?),
-            false => None,
+        let pnic = match self.dp.phy() {
+            None => Some(self.open_pnic()?),
+            Some(_) => None,
         };
-        let tap = match self.port.need_tap {
-            true => Some(self.open_stack_tap()?),
-            false => None,
+        let tap = match self.dp.tap_stats(PORT_DDSTACK) {
+            None => Some(self.open_stack_tap()?),
+            Some(_) => None,
         };
         Ok((pnic, tap))
     }
@@ -1784,9 +1766,7 @@ impl Daemon {
         let restart = (self.restarts.last.as_mut()).filter(|l| l.port_opened_ms.is_none());
         match result {
             Ok(()) => {
-                self.port.open |= self.port.need_pnic;
                 self.port.reopened += 1;
-                (self.port.need_pnic, self.port.need_tap) = (false, false);
                 if let Some(last) = restart {
                     last.port_retries += 1;
                     last.port_opened_ms = last.started.map(|t| t.elapsed().as_secs_f64() * 1e3);
@@ -1830,10 +1810,8 @@ impl Daemon {
         eprintln!(
             "pvnet: {why}: its port is off the data path, and opens again when the NIC is back"
         );
-        self.port.open = false;
         self.port.nic_lost += 1;
         self.port.last_error = Some(why);
-        self.port.need_pnic = true;
         self.port.retry_at = Some(Instant::now() + PORT_RETRY);
     }
 
@@ -1847,7 +1825,6 @@ impl Daemon {
                 eprintln!("pvnet: the driver domain's stack TAP was deleted: it is made again");
                 self.port.stack_tap_lost += 1;
                 self.port.last_error = Some("the driver domain's stack TAP was deleted".into());
-                self.port.need_tap = true;
                 if self.port.retry_at.is_none() {
                     self.port.retry_at = Some(Instant::now() + PORT_RETRY);
                 }
@@ -2148,6 +2125,9 @@ impl Daemon {
                     .then(|| std::io::Error::from_raw_os_error(s.last_socket_errno).to_string()),
             })
         });
+        // The ports' life, and whether the physical port is on the data path now.
+        let mut port = serde_json::to_value(&self.port).unwrap_or_default();
+        port["open"] = self.dp.phy().is_some().into();
         let vifs: Vec<serde_json::Value> = self
             .vifs
             .values()
@@ -2214,7 +2194,7 @@ impl Daemon {
             "admin": {"connections": self.admin_conns.len(), "evicted": self.admin_evicted},
             "restart": self.restarts,
             // The ports lost with the NIC or a restart, and opened again (docs/restart.md).
-            "port": self.port,
+            "port": port,
             // The per-guest caps (README, "For operators"); each has a counter when it bites.
             "limits": self.cfg.limits,
             "relay": relay,
