@@ -1428,16 +1428,49 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             .is_some_and(|v| v.events.idle_polls > idle)
     }
 
+    /// How long until the first vif whose credit ran out may send again (its requests wait on
+    /// its ring; [`DataPath::serve_tx_more`] polls it then).
+    pub fn tx_credit_due(&self) -> Option<std::time::Duration> {
+        let next = (self.vifs.values())
+            .filter_map(|v| v.netback.tx_credit_wait())
+            .min()?;
+        Some(std::time::Duration::from_nanos(
+            next.saturating_sub(self.clock.now_ns()),
+        ))
+    }
+
+    /// How long vif `dom` waits for its next window, when its last TX poll ran out of credit.
+    pub fn vif_credit_due(&self, dom: u16) -> Option<std::time::Duration> {
+        let next = self.vifs.get(&dom)?.netback.tx_credit_wait()?;
+        Some(std::time::Duration::from_nanos(
+            next.saturating_sub(self.clock.now_ns()),
+        ))
+    }
+
+    /// Changes vif `dom`'s transmit rate (none: unlimited). False when it is not connected.
+    /// Requests that waited for credit are taken at the next pass.
+    pub fn set_vif_rate(&mut self, dom: u16, rate: Option<crate::netback::credit::TxRate>) -> bool {
+        let Some(v) = self.vifs.get_mut(&dom) else {
+            return false;
+        };
+        let waited = v.netback.tx_credit_wait().is_some();
+        v.netback.set_tx_rate(rate);
+        v.tx_more |= waited;
+        true
+    }
+
     /// How vif `dom`'s event channel drove the path.
     pub fn vif_events(&self, dom: u16) -> Option<VifEvents> {
         self.vifs.get(&dom).map(|v| v.events)
     }
 
-    /// Polls again the vifs whose last TX poll used its whole budget.
+    /// Polls again the vifs whose last TX poll used its whole budget, and those whose credit
+    /// ran out and whose next window has started.
     pub fn serve_tx_more(&mut self) {
+        let now = self.now;
         // Collecting nothing allocates nothing: the common case costs one pass over the vifs.
         let doms: Vec<u16> = (self.vifs.iter())
-            .filter(|(_, v)| v.tx_more)
+            .filter(|(_, v)| v.tx_more || v.netback.tx_credit_wait().is_some_and(|t| t <= now))
             .map(|(&d, _)| d)
             .collect();
         for dom in doms {
@@ -1453,6 +1486,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         }
         let tx_budget = self.cfg.budget * 4;
         let held = self.tx_held();
+        let now = self.now;
         let mut out = std::mem::take(&mut self.pending);
         let res = {
             let Some(v) = self.vifs.get_mut(&dom) else {
@@ -1468,10 +1502,12 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             } else {
                 tx_budget
             };
+            nb.set_now(now);
             let r = nb.tx_poll(budget, |p| out.push((vif_port(dom), p)));
             v.tx_more = !held && r.as_ref().is_ok_and(|&n| n >= tx_budget);
             let r = r.and_then(|tx| nb.rx_flush().map(|rx| tx + rx));
-            if r == Ok(0) && !held {
+            // A poll that left requests for the guest's next window had work: not spurious.
+            if r == Ok(0) && !held && nb.tx_credit_wait().is_none() {
                 v.events.idle_polls += 1;
             }
             self.stats.stages.netback_ticks += self.clock.ticks().wrapping_sub(t);
@@ -1521,6 +1557,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             tx_budget
         };
         let ingress = vif_port(dom);
+        v.netback.set_now(self.now);
         let mut out = std::mem::take(&mut self.decided);
         let mut receivers_failed: Vec<u16> = Vec::new();
         let t = self.clock.ticks();
@@ -1593,7 +1630,7 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
             );
             v.tx_more = !held && r.as_ref().is_ok_and(|&n| n >= tx_budget);
             let r = r.and_then(|tx| v.netback.rx_flush().map(|rx| tx + rx));
-            if r == Ok(0) && !held {
+            if r == Ok(0) && !held && v.netback.tx_credit_wait().is_none() {
                 v.events.idle_polls += 1;
             }
             r

@@ -106,7 +106,9 @@ use serde::{Deserialize, Serialize};
 use crate::frameport::FramePool;
 use crate::packet::Packet;
 use crate::pool::{Pool, PoolSpec, POOL_AUDIT_EVERY};
+use credit::{Credit, TxRate};
 
+pub mod credit;
 mod g2g;
 pub use g2g::{Direct, Refusal, RxDirect, TxHead, G2G_HEAD_LEN};
 
@@ -215,6 +217,8 @@ pub struct Config {
     pub rx_queue_bytes: usize,
     /// Most packets queued for the guest ([`RX_QUEUE_LIMIT`]).
     pub rx_queue_packets: usize,
+    /// The guest's transmit rate ([`credit`]); none: unlimited.
+    pub tx_rate: Option<TxRate>,
 }
 
 impl Default for Config {
@@ -224,6 +228,7 @@ impl Default for Config {
             persistent_max: PERSISTENT_MAX,
             rx_queue_bytes: RX_QUEUE_BYTES,
             rx_queue_packets: RX_QUEUE_LIMIT,
+            tx_rate: None,
         }
     }
 }
@@ -375,6 +380,10 @@ pub struct VifStats {
     pub tx_gso_packets: u64,
     pub tx_notifications: u64,
     pub tx_copy_ops: u64,
+    /// TX polls that stopped for want of credit: the guest sent at its rate ([`credit`]).
+    pub tx_credit_waits: u64,
+    /// Bytes charged to the guest's credit (the packets' sizes, as Xen's netback counts).
+    pub tx_credit_charged: u64,
     /// Dropped with an error response: non-GSO frame over [`MAX_NON_GSO_FRAME`].
     pub tx_oversize: u64,
     /// Dropped with an error response: csum_blank on a packet whose headers can't be parsed.
@@ -699,6 +708,12 @@ pub struct Netback {
     since_audit: u64,
     /// `flip`: the driver domain's frames.
     frames: Option<Arc<FramePool>>,
+    /// The guest's transmit credit ([`credit`]), and the time the owner gave for the next TX
+    /// poll ([`Netback::set_now`]).
+    tx_credit: Option<Credit>,
+    now_ns: u64,
+    /// The last TX poll stopped for want of credit: when the next window starts.
+    tx_credit_wait: Option<u64>,
     pub stats: VifStats,
 }
 
@@ -767,6 +782,9 @@ impl Netback {
             pool: Pool::default(),
             since_audit: 0,
             frames: None,
+            tx_credit: config.tx_rate.map(Credit::new),
+            now_ns: 0,
+            tx_credit_wait: None,
             stats: VifStats {
                 grant_mechanism: config.mechanism,
                 ..VifStats::default()
@@ -1469,7 +1487,45 @@ impl Netback {
         })
     }
 
+    /// The time (ns, any monotonic clock) for the TX polls that follow: the credit's windows
+    /// are measured on it.
+    pub fn set_now(&mut self, now_ns: u64) {
+        self.now_ns = now_ns;
+    }
+
+    /// Changes the guest's transmit rate (none: unlimited). The new rate starts with a fresh
+    /// window at the next TX poll.
+    pub fn set_tx_rate(&mut self, rate: Option<TxRate>) {
+        self.tx_credit = rate.map(Credit::new);
+        self.tx_credit_wait = None;
+    }
+
+    pub fn tx_rate(&self) -> Option<TxRate> {
+        self.tx_credit.as_ref().map(Credit::rate)
+    }
+
+    /// When the last TX poll stopped for want of credit, the time its next window starts (on
+    /// the clock of [`Netback::set_now`]): the guest's requests wait on its ring until then,
+    /// and no notification from the guest is needed to take them.
+    pub fn tx_credit_wait(&self) -> Option<u64> {
+        self.tx_credit_wait
+    }
+
+    /// Whether a new packet may start now: no rate, or credit left.
+    fn tx_credit_allows(&mut self) -> bool {
+        let Some(c) = self.tx_credit.as_mut() else {
+            return true;
+        };
+        if c.allows(self.now_ns) {
+            return true;
+        }
+        self.tx_credit_wait = Some(c.next_window());
+        self.stats.tx_credit_waits += 1;
+        false
+    }
+
     /// The TX poll loop: assembles up to `budget` packets and has `finish` finish each one.
+    /// With a rate, a packet starts only while the guest has credit.
     fn tx_poll_with(
         &mut self,
         budget: usize,
@@ -1478,8 +1534,9 @@ impl Netback {
         if let Some(f) = self.fatal {
             return Err(f);
         }
+        self.tx_credit_wait = None;
         let mut done = 0;
-        while done < budget {
+        'poll: while done < budget {
             let avail = match self.tx.unconsumed_requests() {
                 Ok(n) => n,
                 Err(_) => return Err(self.fail(Fatal::TxRingOverflow)),
@@ -1492,8 +1549,22 @@ impl Netback {
                 }
             }
             for _ in 0..avail {
+                let starts = self.tx_partial.first.is_none();
+                if starts && !self.tx_credit_allows() {
+                    // The requests stay on the ring, and the ring's event is not re-armed:
+                    // the owner polls again when the next window starts.
+                    break 'poll;
+                }
                 let slot = self.tx.take_request();
                 self.tx_take_slot(slot)?;
+                if starts {
+                    if let (Some(c), Some(first)) =
+                        (self.tx_credit.as_mut(), self.tx_partial.first.as_ref())
+                    {
+                        c.charge(first.size as usize);
+                        self.stats.tx_credit_charged += u64::from(first.size);
+                    }
+                }
                 if self.tx_partial.complete() {
                     finish(self)?;
                     done += 1;

@@ -22,5 +22,6 @@ mod lro_rules;
 mod mock_reconnect;
 mod pool_mechanisms;
 mod port_gro;
+mod rate;
 mod restart_ring;
 mod ring_path;

@@ -54,6 +54,9 @@ pub mod keys {
     /// Number of TX slots (pages the backend reads) in the pool.
     pub const POOL_TX_SLOTS: &str = "pool-tx-slots";
     pub const MAC: &str = "mac";
+    /// The vif's transmit rate in the backend's directory, `BYTES,USEC` (xl's `rate=`): the
+    /// guest may send BYTES every USEC microseconds. Written by the toolstack.
+    pub const RATE: &str = "rate";
     pub const STATE: &str = "state";
     pub const HANDLE: &str = "handle";
     pub const FRONTEND: &str = "frontend";

@@ -7,6 +7,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use anyhow::{bail, Context, Result};
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
 use pvnet_dd::lro;
+use pvnet_dd::netback::credit::TxRate;
 use pvnet_hv::ctl;
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +47,9 @@ pub struct SetRequest {
     /// The HVM guests' port-I/O path, flipped in every HVM domain's ioreq page.
     #[serde(default)]
     pub hvm_path: Option<pvnet_hvm::Path>,
+    /// Transmit rates: a vif by index (None: every vif) and its rate (None: unlimited).
+    #[serde(default)]
+    pub vif_rate: Vec<(Option<u16>, Option<TxRate>)>,
 }
 
 /// A change of the aggregation policy. (Not an `Option<Policy>`: inside `SetRequest`'s own
@@ -83,6 +87,9 @@ pub struct Settings {
     /// HVM domains the path applies to.
     #[serde(default)]
     pub hvm_domains: usize,
+    /// The vifs' transmit rates, by index.
+    #[serde(default)]
+    pub vif_rates: std::collections::BTreeMap<u16, TxRate>,
 }
 
 /// The daemon's answer to an [`AdminRequest`].
@@ -188,6 +195,16 @@ mod tests {
                 bo: Some(false),
                 g2g: Some(false),
                 hvm_path: Some(max),
+                vif_rate: vec![
+                    (
+                        Some(2),
+                        Some(TxRate {
+                            bytes: 9,
+                            usec: 5000,
+                        }),
+                    ),
+                    (None, None),
+                ],
             });
             let back: AdminRequest =
                 serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
@@ -200,6 +217,20 @@ mod tests {
                 (Some("eth0"), Some(lro::Mode::Page), Some(false))
             );
             assert_eq!((b.g2g, b.hvm_path), (Some(false), Some(max)));
+            // `off` for every vif stays `off`, not "unchanged".
+            assert_eq!(
+                b.vif_rate,
+                vec![
+                    (
+                        Some(2),
+                        Some(TxRate {
+                            bytes: 9,
+                            usec: 5000
+                        })
+                    ),
+                    (None, None)
+                ]
+            );
         }
     }
 }

@@ -1,8 +1,11 @@
 //! What a run is made of: the daemon's configuration, as `up` and `bench` build it and the
 //! daemon receives it, with the checks of every bound a user can set.
 
-use anyhow::{bail, Result};
+use std::collections::BTreeMap;
+
+use anyhow::{anyhow, bail, Result};
 use pvnet_dd::lro;
+use pvnet_dd::netback::credit::TxRate;
 use pvnet_testbed::RunId;
 use serde::{Deserialize, Serialize};
 
@@ -127,6 +130,10 @@ pub struct DaemonConfig {
     /// Each guest's caps in the driver domain (`up --rx-queue-packets` and the like).
     #[serde(default)]
     pub limits: Limits,
+    /// Transmit rates by PV guest index (`up --vif-rate`, `set --vif-rate`): xl's `rate=`,
+    /// written in each guest's backend directory, read by netback at connect.
+    #[serde(default)]
+    pub vif_rates: BTreeMap<u16, TxRate>,
 }
 
 /// Each guest's caps in the driver domain, as `pvnet up` sets them and `pvnet stat` shows them
@@ -506,8 +513,84 @@ impl Default for DaemonConfig {
             g2g: true,
             guest_cgroups: true,
             limits: Limits::default(),
+            vif_rates: BTreeMap::new(),
         }
     }
+}
+
+/// One `--vif-rate` argument, `[gI=]RATE[/s][@INTERVAL]` or `[gI=]off`: the vif it names (None:
+/// every vif) and its rate (None: `off`).
+pub fn parse_vif_rate(s: &str) -> Result<(Option<u16>, Option<TxRate>)> {
+    let (who, rate) = match s.split_once('=') {
+        Some((g, r)) => {
+            let i = g
+                .strip_prefix('g')
+                .and_then(|n| n.parse::<u16>().ok())
+                .ok_or_else(|| {
+                    anyhow!("--vif-rate {s:?}: a guest is named g0, g1, ...; got {g:?}")
+                })?;
+            (Some(i), r)
+        }
+        None => (None, s),
+    };
+    if rate == "off" {
+        return Ok((who, None));
+    }
+    let r = TxRate::parse(rate).map_err(|e| anyhow!("--vif-rate {s:?}: {e}"))?;
+    Ok((who, Some(r)))
+}
+
+/// Checks that `--vif-rate`'s guest `i` is a vif of a run with `vifs` of them (PV and attached
+/// guests) and `hvm` HVM guests after them.
+pub fn check_vif_index(i: u16, vifs: usize, hvm: usize) -> Result<()> {
+    let i = usize::from(i);
+    if i < vifs {
+        return Ok(());
+    }
+    if i < vifs + hvm {
+        bail!(
+            "--vif-rate g{i}: g{i} is an HVM guest, whose NE2000 reaches the driver domain \
+             through its device model, not netback: a rate is a PV guest's"
+        );
+    }
+    match vifs {
+        0 => bail!("--vif-rate g{i}: this run has no PV guest"),
+        1 => bail!("--vif-rate g{i}: this run has one PV guest, g0"),
+        n => bail!("--vif-rate g{i}: this run's PV guests are g0 to g{}", n - 1),
+    }
+}
+
+/// `up --vif-rate`: each vif's rate, a guest's own over the one for all.
+pub fn vif_rates(
+    specs: &[String],
+    mode: Mode,
+    vifs: usize,
+    hvm: usize,
+) -> Result<BTreeMap<u16, TxRate>> {
+    let mut all = None;
+    let mut own = BTreeMap::new();
+    for s in specs {
+        if mode != Mode::Xen {
+            bail!("--vif-rate needs --mode xen: the rate is netback's credit, and only xen has netback");
+        }
+        match parse_vif_rate(s)? {
+            (_, None) => {
+                bail!("--vif-rate {s:?}: `off` is for `pvnet set`; leave the guest out instead")
+            }
+            (None, Some(r)) => all = Some(r),
+            (Some(i), Some(r)) => {
+                check_vif_index(i, vifs, hvm)?;
+                own.insert(i, r);
+            }
+        }
+    }
+    let mut rates = BTreeMap::new();
+    for i in 0..vifs as u16 {
+        if let Some(r) = own.get(&i).copied().or(all) {
+            rates.insert(i, r);
+        }
+    }
+    Ok(rates)
 }
 
 #[cfg(test)]
@@ -722,5 +805,57 @@ mod tests {
         .unwrap();
         assert_eq!(c.limits.rx_queue_packets, 256);
         assert_eq!(c.limits.rx_queue_bytes, Limits::default().rx_queue_bytes);
+    }
+
+    #[test]
+    fn vif_rates_give_each_vif_its_own_or_the_common_one_and_name_what_is_wrong() {
+        let specs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let r = vif_rates(&specs(&["100Mb/s", "g1=1Gb/s@10ms"]), Mode::Xen, 3, 1).unwrap();
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[&0], TxRate::parse("100Mb/s").unwrap());
+        assert_eq!(
+            r[&1],
+            TxRate {
+                bytes: 1_250_000,
+                usec: 10_000
+            }
+        );
+        assert_eq!(r[&2], r[&0]);
+        // Only one guest limited.
+        let r = vif_rates(&specs(&["g2=8Mb"]), Mode::Xen, 3, 0).unwrap();
+        assert_eq!(r.keys().copied().collect::<Vec<_>>(), vec![2]);
+        assert!(vif_rates(&[], Mode::Xen, 3, 0).unwrap().is_empty());
+        let err = |v: &[&str], mode, vifs, hvm| {
+            vif_rates(&specs(v), mode, vifs, hvm)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(err(&["g3=1Mb"], Mode::Xen, 3, 0).contains("g0 to g2"));
+        assert!(err(&["g1=1Mb"], Mode::Xen, 1, 0).contains("one PV guest, g0"));
+        assert!(err(&["g1=1Mb"], Mode::Xen, 1, 1).contains("HVM guest"));
+        assert!(err(&["1Mb"], Mode::Relay, 1, 0).contains("--mode xen"));
+        assert!(err(&["g0=off"], Mode::Xen, 1, 0).contains("pvnet set"));
+        assert!(err(&["x0=1Mb"], Mode::Xen, 1, 0).contains("g0, g1"));
+        assert!(err(&["g0=fast"], Mode::Xen, 1, 0).contains("xl's `rate=`"));
+        assert_eq!(parse_vif_rate("g4=off").unwrap(), (Some(4), None));
+        assert_eq!(parse_vif_rate("off").unwrap(), (None, None));
+    }
+
+    #[test]
+    fn config_without_vif_rates_has_none_and_rates_round_trip() {
+        let mut v = serde_json::to_value(DaemonConfig::default()).unwrap();
+        v.as_object_mut().unwrap().remove("vif_rates");
+        let c: DaemonConfig = serde_json::from_value(v).unwrap();
+        assert!(c.vif_rates.is_empty());
+        let mut c = DaemonConfig::default();
+        c.vif_rates.insert(
+            3,
+            TxRate {
+                bytes: 7,
+                usec: 100,
+            },
+        );
+        let back: DaemonConfig = serde_json::from_value(serde_json::to_value(&c).unwrap()).unwrap();
+        assert_eq!(back.vif_rates, c.vif_rates);
     }
 }

@@ -24,6 +24,7 @@ use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use pvnet_dd::datapath::{self, vif_port, DataPath, PathConfig, TapPort, PORT_DDSTACK};
 use pvnet_dd::frameport::{FramePool, DEFAULT_POOL_FRAMES};
+use pvnet_dd::netback::credit::TxRate;
 use pvnet_dd::netback::{Config as NetbackConfig, Fatal, Mechanism, Netback, VifStats};
 use pvnet_dd::nf::Filter;
 use pvnet_dd::packet::Packet;
@@ -501,6 +502,21 @@ fn seqpacket_listener(path: &str) -> Result<OwnedFd> {
     Ok(fd)
 }
 
+/// Netback reads guest `dom`'s transmit rate from its backend directory at connect, as Linux
+/// netback does (the toolstack writes it; a value it cannot read leaves the vif unlimited, and
+/// says so).
+fn read_rate(store: &Store, dom: u16) -> Option<TxRate> {
+    let path = format!("{}/{}", xenbus::backend_path(dom), keys::RATE);
+    let v = store.read(DomId::DRIVER, &path).ok().flatten()?;
+    match TxRate::from_key(&v) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("pvnet: vif {dom}: {e}: no rate limit");
+            None
+        }
+    }
+}
+
 fn accept(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     let raw = socket::accept4(fd.as_raw_fd(), SockFlag::SOCK_CLOEXEC)?;
     // SAFETY: accept4 returned a new descriptor that nothing else owns.
@@ -918,6 +934,10 @@ impl Daemon {
         w(st, format!("{be}/{}", keys::FRONTEND_ID), &dom.to_string())?;
         w(st, format!("{be}/{}", keys::HANDLE), "0")?;
         w(st, format!("{be}/{}", keys::MAC), &format_mac(&mac))?;
+        // xl's `rate=`: netback reads it when the frontend connects.
+        if let Some(r) = self.cfg.vif_rates.get(&(dom - 1)) {
+            w(st, format!("{be}/{}", keys::RATE), &r.to_key())?;
+        }
         xenbus::probe_offer(st, dom, self.cfg.grant)?;
         Ok(())
     }
@@ -1100,6 +1120,11 @@ impl Daemon {
                 Some(at) => wait.min(at.saturating_duration_since(Instant::now())),
                 None => wait,
             };
+            // A guest that ran out of credit is polled again when its next window starts.
+            let wait = match self.dp.tx_credit_due() {
+                Some(d) => wait.min(d),
+                None => wait,
+            };
             self.run_once(wait)?;
             self.retry_ports();
             self.resume_set_aside();
@@ -1263,6 +1288,7 @@ impl Daemon {
             Token::Evtchn(dom) => {
                 let spurious = self.dp.vif_event(dom);
                 self.late_eoi(dom, spurious);
+                self.credit_wait(dom);
             }
             Token::GuestCtl(dom) => self.guest_ctl(dom)?,
             Token::Attach(dom) => self.attach_accept(dom)?,
@@ -1331,6 +1357,25 @@ impl Daemon {
         let _ = self.ep.delete(nb.evtchn().wait_fd());
         l.resume_at = Some(Instant::now() + delay);
         l.delayed += 1;
+    }
+
+    /// After vif `dom`'s event: when its guest ran out of credit ([`TxRate`]), its channel
+    /// leaves the epoll set until the next window, when the data path polls the vif anyway.
+    /// A guest waiting for its window has no reason to notify (its ring's request event is
+    /// not re-armed), and one that notifies regardless costs the daemon one wake a window.
+    fn credit_wait(&mut self, dom: u16) {
+        let Some(due) = self.dp.vif_credit_due(dom) else {
+            return;
+        };
+        let (Some(v), Some(nb)) = (self.vifs.get_mut(&dom), self.dp.netback(dom)) else {
+            return;
+        };
+        let at = Instant::now() + due;
+        let l = &mut v.late_eoi;
+        if l.resume_at.is_none() {
+            let _ = self.ep.delete(nb.evtchn().wait_fd());
+        }
+        l.resume_at = Some(l.resume_at.map_or(at, |r| r.max(at)));
     }
 
     /// Puts the control sockets set aside by their rate limit ([`CtlBucket`]), and the event
@@ -1868,6 +1913,7 @@ impl Daemon {
             persistent_max: l.persistent_grants,
             rx_queue_bytes: l.rx_queue_bytes,
             rx_queue_packets: l.rx_queue_packets,
+            tx_rate: read_rate(&self.store, dom),
         };
         let evt = v
             .evtchn_back
@@ -2057,11 +2103,29 @@ impl Daemon {
         if r.hvm_path.is_some() && self.hvms.is_empty() {
             bail!("--hvm-path: this run has no HVM guest (`pvnet up --hvm N` starts them)");
         }
+        let vifs = self.cfg.guests + self.cfg.attach;
+        if !r.vif_rate.is_empty() && self.cfg.mode != Mode::Xen {
+            bail!("--vif-rate needs a run of mode xen: the rate is netback's credit");
+        }
+        for (i, _) in &r.vif_rate {
+            if let Some(i) = *i {
+                crate::config::check_vif_index(i, vifs, self.cfg.hvm)?;
+            }
+        }
         self.dp.set(r.lro.map(LroChange::policy), r.mode, r.bo);
         if let Some(on) = r.g2g {
             self.dp.set_g2g_direct(on);
             // A restarted driver domain keeps the setting.
             self.cfg.g2g = on;
+        }
+        for &(who, rate) in &r.vif_rate {
+            let which: Vec<u16> = match who {
+                Some(i) => vec![i],
+                None => (0..vifs as u16).collect(),
+            };
+            for i in which {
+                self.set_vif_rate(i, rate);
+            }
         }
         if let Some(path) = r.hvm_path {
             // The vCPUs read the selector at their next exit.
@@ -2079,6 +2143,24 @@ impl Daemon {
         Ok(())
     }
 
+    /// Vif `i`'s rate, as the toolstack changes it: in the run's configuration (a restarted
+    /// driver domain keeps it), in its backend directory, and in its netback if connected.
+    fn set_vif_rate(&mut self, i: u16, rate: Option<TxRate>) {
+        let dom = i + 1;
+        let path = format!("{}/{}", xenbus::backend_path(dom), keys::RATE);
+        match rate {
+            Some(r) => {
+                self.cfg.vif_rates.insert(i, r);
+                let _ = self.store.write(DomId::DRIVER, &path, &r.to_key());
+            }
+            None => {
+                self.cfg.vif_rates.remove(&i);
+                let _ = self.store.rm(DomId::DRIVER, &path);
+            }
+        }
+        self.dp.set_vif_rate(dom, rate);
+    }
+
     fn settings(&self) -> Settings {
         Settings {
             port: self.testbed.dd_if.clone(),
@@ -2091,6 +2173,7 @@ impl Daemon {
             g2g: self.dp.g2g_direct(),
             hvm_path: (!self.hvms.is_empty()).then_some(self.cfg.hvm_path),
             hvm_domains: self.hvms.len(),
+            vif_rates: self.cfg.vif_rates.clone(),
         }
     }
 
@@ -2142,6 +2225,10 @@ impl Daemon {
                     "netfront": v.front_stats,
                     "ctl": v.ctl_bucket,
                     "late_eoi": v.late_eoi,
+                    // The transmit rate the vif runs now (null: unlimited).
+                    "rate": self.dp.netback(v.domid.0).and_then(Netback::tx_rate).map(|r| json!({
+                        "bytes": r.bytes, "usec": r.usec, "bits_per_sec": r.bits_per_sec(),
+                    })),
                     "reconnections": v.reconnections,
                     "last_reconnect_ms": v.last_reconnect_ms,
                 })

@@ -25,6 +25,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use config::{DaemonConfig, Mode};
 use daemon::Daemon;
 use pvnet_dd::lro;
+use pvnet_dd::netback::credit::TxRate;
 
 /// Every packet the driver domain takes from the wire is a fresh buffer, freed once it has
 /// been copied into a guest: glibc's allocator gave that churn about 4 % of the receiving CPU
@@ -155,6 +156,14 @@ enum Cmd {
         lro: LroArgs,
         #[command(flatten)]
         limits: LimitArgs,
+        /// A guest's transmit rate, as xl's `rate=`: `RATE[/s][@INTERVAL]` for every PV guest, or
+        /// `gI=RATE[/s][@INTERVAL]` for guest I (repeatable; a guest's own wins). RATE is a number
+        /// with B, KB, MB or GB (bytes) or b, Kb, Mb or Gb (bits), decimal, a second; INTERVAL
+        /// the credit's window, 1ms to 1000ms (default 50ms). What a guest sends beyond it
+        /// waits on its TX ring until the next window: nothing is dropped (`stat`: `rate`,
+        /// `tx_credit_waits`). `pvnet set --vif-rate` changes it later.
+        #[arg(long, value_name = "[gI=]RATE[@INTERVAL]")]
+        vif_rate: Vec<String>,
         /// HVM guests on an emulated NE2000 (Zhang, Li and Guan), started after the PV guests
         /// (they are g{N} and on, N the PV guests). Each has a device model process in the
         /// driver domain.
@@ -206,6 +215,10 @@ enum Cmd {
         /// through a driver-domain buffer (`off`).
         #[arg(long, value_parser = on_off)]
         g2g: Option<bool>,
+        /// A guest's transmit rate, as `up --vif-rate` takes it, or `off` (`gI=off` for one
+        /// guest, `off` for every one); repeatable. The new rate starts a fresh window.
+        #[arg(long, value_name = "[gI=]RATE[@INTERVAL]|off", value_parser = parse_vif_rate)]
+        vif_rate: Vec<(Option<u16>, Option<TxRate>)>,
     },
     /// Stop a run and remove everything it created.
     Down {
@@ -356,6 +369,30 @@ struct LroArgs {
     /// Whether guests advertise GSO (`off`: aggregates are cut back into segments for them).
     #[arg(long, value_parser = on_off, default_value = "on", action = clap::ArgAction::Set)]
     guest_gso: bool,
+}
+
+fn parse_vif_rate(s: &str) -> Result<(Option<u16>, Option<TxRate>), String> {
+    config::parse_vif_rate(s).map_err(|e| format!("{e:#}"))
+}
+
+/// A rate as `stat` and `set` print it: `100 Mbit/s @ 20 ms`.
+pub(crate) fn format_rate(r: &TxRate) -> String {
+    let bits = r.bits_per_sec();
+    let (v, unit) = if bits >= 1e9 {
+        (bits / 1e9, "Gbit/s")
+    } else if bits >= 1e6 {
+        (bits / 1e6, "Mbit/s")
+    } else if bits >= 1e3 {
+        (bits / 1e3, "kbit/s")
+    } else {
+        (bits, "bit/s")
+    };
+    let w = if r.usec.is_multiple_of(1000) {
+        format!("{} ms", r.usec / 1000)
+    } else {
+        format!("{} us", r.usec)
+    };
+    format!("{} {unit} @ {w}", (v * 1000.0).round() / 1000.0)
 }
 
 pub(crate) fn on_off(s: &str) -> Result<bool, String> {
@@ -676,6 +713,7 @@ fn run(cli: Cli) -> Result<()> {
             port_frames,
             lro,
             limits,
+            vif_rate,
             hvm,
             hvm_path,
             exit_cost_ns,
@@ -723,6 +761,7 @@ fn run(cli: Cli) -> Result<()> {
             let budget = config::check_budget(budget.unwrap_or(config::default_budget(mode)))?;
             let limits = limits.limits();
             limits.check(budget)?;
+            let vif_rates = config::vif_rates(&vif_rate, mode, guests + attach, hvm)?;
             let ring_frames = config::check_ring_frames(
                 ring_frames.unwrap_or(config::default_ring_frames(guests + attach + hvm, port_gro)),
             )?;
@@ -776,6 +815,7 @@ fn run(cli: Cli) -> Result<()> {
                 g2g,
                 guest_cgroups,
                 limits,
+                vif_rates,
             };
             if cfg.port_frames && (port_gro || settings.is_some() || hvm > 0 || mode != Mode::Xen) {
                 bail!(
@@ -877,14 +917,18 @@ fn run(cli: Cli) -> Result<()> {
             bo,
             hvm_path,
             g2g,
+            vif_rate,
         } => {
             if lro.is_none()
                 && lro_mode.is_none()
                 && bo.is_none()
                 && hvm_path.is_none()
                 && g2g.is_none()
+                && vif_rate.is_empty()
             {
-                bail!("nothing to set: give --lro, --lro-mode, --bo, --g2g or --hvm-path");
+                bail!(
+                    "nothing to set: give --lro, --lro-mode, --bo, --g2g, --hvm-path or --vif-rate"
+                );
             }
             need_root("set")?;
             let id = rundir::pick_run(id.as_deref())?;
@@ -895,6 +939,7 @@ fn run(cli: Cli) -> Result<()> {
                 bo,
                 g2g,
                 hvm_path,
+                vif_rate,
             });
             let st = match admin::call(&id, &req)? {
                 AdminReply::Set(st) => st,
@@ -914,6 +959,12 @@ fn run(cli: Cli) -> Result<()> {
                     None => String::new(),
                 }
             );
+            if !st.vif_rates.is_empty() {
+                let rates: Vec<String> = (st.vif_rates.iter())
+                    .map(|(i, r)| format!("g{i} {}", format_rate(r)))
+                    .collect();
+                println!("pvnet: vif rates: {}", rates.join(", "));
+            }
             Ok(())
         }
         Cmd::Info { id } => {

@@ -21,6 +21,7 @@ mod lro;
 mod many;
 mod pool_refusal;
 mod port_tx;
+mod rate;
 mod relay;
 mod restart;
 mod scaling;

@@ -595,6 +595,7 @@ pub fn set_request(config: &str) -> Result<SetRequest> {
             bo: Some(c.bo),
             g2g: None,
             hvm_path: None,
+            vif_rate: Vec::new(),
         },
         None => SetRequest {
             port: None,
@@ -603,6 +604,7 @@ pub fn set_request(config: &str) -> Result<SetRequest> {
             bo: Some(c.bo),
             g2g: None,
             hvm_path: None,
+            vif_rate: Vec::new(),
         },
     })
 }
