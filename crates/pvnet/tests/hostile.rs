@@ -385,6 +385,59 @@ fn a_guest_flooding_its_control_socket_holds_no_one_back() {
     drop(h);
 }
 
+/// A guest held to its transmit rate (`--vif-rate`) that fills its TX ring and then notifies
+/// without pause: its requests wait for their windows, and its channel is set aside until the
+/// next one, so its flood costs the daemon about one wake a window. (Its polls are not spurious,
+/// since requests wait, so Xen's late EOI does not apply to it.) Without the set-aside the flood
+/// woke the daemon once per poll of its eventfd, hundreds of thousands of times.
+#[test]
+fn a_guest_at_its_rate_flooding_its_event_channel_wakes_the_daemon_once_a_window() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root(
+        "a_guest_at_its_rate_flooding_its_event_channel_wakes_the_daemon_once_a_window",
+    ) {
+        return;
+    }
+    // 12,500 bytes every 100 ms: twelve of its 1000-byte frames a window.
+    let run = Run::up(&[
+        "--guests",
+        "1",
+        "--attach",
+        "1",
+        "--vif-rate",
+        "g1=1Mb/s@100ms",
+    ]);
+    let mut h = Hostile::connect(&run.id, 2);
+    let g = h.page(0, true).0;
+    for id in 0..200 {
+        h.tx_req(g, 0, 1000, 0, id);
+    }
+    h.kick_tx();
+    let t0 = Instant::now();
+    let (sent, vif) = flood_beside_a_stream(&run, 1 << 30, || {
+        h.evt.notify().unwrap();
+        true
+    });
+    let secs = t0.elapsed().as_secs_f64();
+    let (e, nb) = (&vif["events"], &vif["netback"]);
+    eprintln!("rate flood: {sent} notifications in {secs:.1} s, {e}, {nb}");
+    let windows = (secs * 10.0).ceil() as u64 + 1;
+    // At its rate: at most a window's credit each window, plus the one frame that overdraws.
+    assert!(u(&nb["tx_credit_waits"]) > 0, "{nb}");
+    assert!(
+        u(&nb["tx_packets"]) <= 13 * windows,
+        "{nb} in {windows} windows"
+    );
+    // About one wake a window (each window's repoll is not a wake of the channel); 1000
+    // leaves room for the wakes before the ring's requests began to wait. Once its ring has
+    // drained, its notifications find nothing to do, and the late EOI holds them.
+    assert!(
+        u(&e["wakes"]) < 1000,
+        "{e} in {windows} windows; {sent} sent"
+    );
+    drop(h);
+}
+
 /// The events the daemon waits for are served while a stream keeps the physical port busy (the
 /// loop then mostly polls again without sleeping, and serves events between polls): an external
 /// frontend attaches and completes the xenbus handshake (attach and control-socket events), the
