@@ -219,6 +219,12 @@ write("netback", "rx_flush", nb_header() + nb_rx_bufs(4) + nb_enqueue(1514, 7) +
 # ring_path: a producer index far ahead is fatal; netback then leaves the rings alone.
 write("netback", "tx_overflow", nb_header() + nb_tx(60, 1) + [5, 2] + list(struct.pack("<I", 0x80000000))
       + TX_POLL + nb_rx_bufs(2) + nb_enqueue(60, 1) + RX_FLUSH + TX_POLL)
+# A rate of 2000 bytes a millisecond: two of three frames in a window (the third waits for
+# credit), the clock moved a millisecond, the third.
+RATE_2000 = [14, NO] + list(struct.pack("!I", 1999))[1:] + [0, 0]
+CLOCK_1MS = [15] + list(struct.pack("!I", 1_000_000))
+write("netback", "tx_rate", nb_header() + RATE_2000 + [b for i in range(3) for b in nb_tx(1000, i)]
+      + TX_POLL + TAKE + CLOCK_1MS + TX_POLL + TAKE)
 # A TX request with a grant ref outside the table.
 write("netback", "tx_bad_gref", nb_header() + [2, NO] + list(struct.pack("<IHHHH", 99999, 0, 0, 1, 60))
       + [1] + TX_POLL)

@@ -1,7 +1,8 @@
 //! netback's ring consumer against a hostile frontend (`pvnet_dd::mock::MockFrontend`): the
 //! fuzz input writes well-formed TX packets and RX buffers, raw slot bytes, any producer index,
 //! any grant reference, raw grant-table entries (any flags, domain, frame), and queues packets
-//! for the guest; `Netback::tx_poll` and `Netback::rx_flush` run in between.
+//! for the guest, sets or lifts a transmit rate and moves the clock; `Netback::tx_poll` and
+//! `Netback::rx_flush` run in between.
 //!
 //! Invariants:
 //! - nothing panics, whatever the guest wrote;
@@ -11,7 +12,10 @@
 //!   to it (every other data page reads the same before and after each netback call; the
 //!   hypervisor layer is what enforces it);
 //! - a delivered TX packet is 14..=`MAX_PACKET` bytes; while the guest only posts well-formed
-//!   packets, netback raises no fatal error and delivers exactly the frames posted, in order.
+//!   packets, netback raises no fatal error and delivers exactly the frames posted, in order
+//!   (with a rate too: a poll that stops for credit leaves the rest on the ring, whole packets);
+//! - a poll that stopped for credit names a time after the clock's, and took no packet beyond
+//!   the one that overdrew the window.
 
 #![no_main]
 
@@ -20,6 +24,7 @@ use std::collections::BTreeSet;
 use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use pvnet_dd::mock::MockFrontend;
+use pvnet_dd::netback::credit::TxRate;
 use pvnet_dd::netback::{Features, Netback, MAX_PACKET};
 use pvnet_dd::packet::Packet;
 use pvnet_hv::grant::{GTF_PERMIT_ACCESS, GTF_READONLY};
@@ -49,6 +54,8 @@ struct Fuzz {
     /// Grant refs allocated so far.
     granted: usize,
     fatal: Option<pvnet_dd::netback::Fatal>,
+    /// The clock netback's credit reads (ns).
+    now: u64,
     /// Scratch for the pages netback may not write, before and after a call.
     snap: Vec<u8>,
     snap_before: Vec<u8>,
@@ -82,7 +89,20 @@ impl Fuzz {
         let copies = self.m.hv.stats().copy_ops;
         let mut got = Vec::new();
         let r = if tx {
-            self.nb.tx_poll(budget, |p| got.push(p.to_vec()))
+            self.nb.set_now(self.now);
+            let charged = self.nb.stats.tx_credit_charged;
+            let r = self.nb.tx_poll(budget, |p| got.push(p.to_vec()));
+            if let (Ok(_), Some(at), Some(rate)) = (r, self.nb.tx_credit_wait(), self.nb.tx_rate())
+            {
+                assert!(at > self.now, "a wait for a window already begun");
+                // One window's credit (at most 128 KiB piled up) and the packet that overdrew.
+                let most = rate.bytes.max(131_072) + 65_535;
+                assert!(
+                    self.nb.stats.tx_credit_charged - charged <= most,
+                    "took more than its credit"
+                );
+            }
+            r
         } else {
             self.nb.rx_flush()
         };
@@ -151,7 +171,7 @@ impl Fuzz {
 }
 
 fn step(f: &mut Fuzz, u: &mut Unstructured<'_>) -> Result<()> {
-    match u.int_in_range(0..=13u8)? {
+    match u.int_in_range(0..=15u8)? {
         // A well-formed packet of 14..=1514 bytes in one page.
         0 | 1 => {
             let len = u.int_in_range(14..=1514usize)?;
@@ -311,6 +331,20 @@ fn step(f: &mut Fuzz, u: &mut Unstructured<'_>) -> Result<()> {
             f.backend(true, budget);
         }
         12 => f.backend(false, 0),
+        // A transmit rate set, changed or lifted (as `pvnet set --vif-rate` does).
+        14 => {
+            let rate = if u.ratio(1, 4)? {
+                None
+            } else {
+                Some(TxRate {
+                    bytes: u.int_in_range(1..=70_000)?,
+                    usec: u.int_in_range(1000..=20_000)?,
+                })
+            };
+            f.nb.set_tx_rate(rate);
+        }
+        // Time passes.
+        15 => f.now += u.int_in_range(0..=30_000_000u64)?,
         _ => {
             // The guest consumes responses (errors are netback's to avoid, not the guest's).
             let _ = f.m.take_tx_responses();
@@ -351,6 +385,7 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
         next_id: 0,
         granted: 0,
         fatal: None,
+        now: 1,
         snap: Vec::with_capacity(DATA_PAGES as usize * PAGE_SIZE),
         snap_before: Vec::with_capacity(DATA_PAGES as usize * PAGE_SIZE),
     };

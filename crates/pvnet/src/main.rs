@@ -1192,14 +1192,17 @@ fn stat_text(v: &serde_json::Value) -> String {
     }
     if let Some(vifs) = v["vifs"].as_array() {
         for vif in vifs {
+            let rate = serde_json::from_value::<TxRate>(vif["rate"].clone()).ok();
             out!(
-                "  vif {}  {}  {}{}",
+                "  vif {}  {}  {}{}{}",
                 vif["domid"],
                 vif["mac"].as_str().unwrap_or(""),
                 vif["state"].as_str().unwrap_or(""),
                 vif["fatal"]
                     .as_str()
                     .map(|f| format!(" ({f})"))
+                    .unwrap_or_default(),
+                rate.map(|r| format!("  rate {}", format_rate(&r)))
                     .unwrap_or_default()
             );
             flat(&mut s, "  netback", &vif["netback"]);
@@ -1516,6 +1519,30 @@ mod tests {
         let mut quiet = v.clone();
         quiet["reclaimed"]["domains"] = 0.into();
         assert!(!super::stat_text(&quiet).contains("reclaimed"));
+        // A vif's transmit rate on its line; none without one.
+        let mut with_vifs = v.clone();
+        with_vifs["vifs"] = serde_json::json!([
+            {"domid": 1, "mac": "00:16:3e:00:00:01", "state": "connected",
+             "rate": {"bytes": 100000, "usec": 20000, "bits_per_sec": 4e7}},
+            {"domid": 2, "mac": "00:16:3e:00:00:02", "state": "connected", "rate": null},
+        ]);
+        let t = super::stat_text(&with_vifs);
+        let vif = |d: &str| t.lines().find(|l| l.trim_start().starts_with(d)).unwrap();
+        assert!(
+            vif("vif 1").ends_with("connected  rate 40 Mbit/s @ 20 ms"),
+            "{t}"
+        );
+        assert!(vif("vif 2").ends_with("connected"), "{t}");
+    }
+
+    #[test]
+    fn rates_print_in_the_unit_that_reads() {
+        let r = |b, u| super::format_rate(&TxRate { bytes: b, usec: u });
+        assert_eq!(r(100_000, 100_000), "8 Mbit/s @ 100 ms");
+        assert_eq!(r(187_500, 1500), "1 Gbit/s @ 1500 us");
+        assert_eq!(r(6_250, 50_000), "1 Mbit/s @ 50 ms");
+        assert_eq!(r(12, 1000), "96 kbit/s @ 1 ms");
+        assert_eq!(r(9, 1_000_000), "72 bit/s @ 1000 ms");
     }
 
     #[test]

@@ -180,11 +180,14 @@ impl Credit {
     pub fn allows(&mut self, now_ns: u64) -> bool {
         let next = self.next_window();
         if now_ns >= next || self.window_start == 0 {
-            self.window_start = if self.blocked && self.window_start != 0 {
-                next
-            } else {
-                now_ns.max(1)
-            };
+            // A guest that waited for this window starts it where the last one ended, so
+            // that the daemon's wake a little late does not slow it down; one that was idle,
+            // or that the daemon woke more than a window late, starts it now. Either way the
+            // window ends after `now_ns`.
+            let on_time = self.blocked
+                && self.window_start != 0
+                && now_ns < next.saturating_add(self.rate.window_ns());
+            self.window_start = if on_time { next } else { now_ns.max(1) };
             self.remaining =
                 (self.remaining.saturating_add(self.rate.bytes as i64)).min(self.rate.max_burst());
         }
@@ -305,6 +308,23 @@ mod tests {
         let windows = 100;
         assert!(sent >= rate.bytes * (windows - 1), "{sent}");
         assert!(sent <= rate.bytes * (windows + 1) + pkt as u64, "{sent}");
+    }
+
+    /// A wake more than a window late starts the window at the wake: one window's credit, and
+    /// the next window ends after the wake (no burst of missed windows, no wait in the past).
+    #[test]
+    fn a_very_late_wake_starts_the_window_then() {
+        let mut c = Credit::new(TxRate {
+            bytes: 1000,
+            usec: 1000,
+        });
+        assert!(c.allows(1_000_000));
+        c.charge(5000);
+        assert!(!c.allows(1_000_001));
+        let late = c.next_window() + 10_000_000;
+        assert!(!c.allows(late), "still in debt after one window's credit");
+        assert!(c.next_window() > late);
+        assert_eq!(c.next_window(), late + 1_000_000);
     }
 
     /// Credit does not pile up while the guest is quiet: after a long pause it may send what
