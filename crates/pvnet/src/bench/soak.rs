@@ -49,6 +49,10 @@ pub struct SoakArgs {
     /// both at once (`both`: the driver domain's receive and transmit paths together).
     #[arg(long, value_enum, default_value_t = Directions::Both)]
     pub direction: Directions,
+    /// Guests' transmit rates, as `pvnet up --vif-rate` takes them (`g1=200Mb/s`, or a rate
+    /// for every guest; repeatable): the credit's code under the hour's load.
+    #[arg(long, value_name = "[gI=]RATE[@INTERVAL]")]
+    pub vif_rate: Vec<String>,
     /// Output directory (default `soak-out/<UTC date-time>`).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -249,13 +253,14 @@ fn testbed_config(args: &SoakArgs) -> Result<(String, DaemonConfig)> {
         ..n
     }
     .with_base(n.base);
-    let cfg = configs::daemon_config(&name)?;
+    let mut cfg = configs::daemon_config(&name)?;
     if !configs::is_pv(&name) || cfg.guests != args.guests {
         bail!(
             "--config {}: the soak needs a PV configuration with PV guests",
             args.config
         );
     }
+    cfg.vif_rates = crate::config::vif_rates(&args.vif_rate, cfg.mode, cfg.guests, 0)?;
     Ok((name, cfg))
 }
 
@@ -545,7 +550,7 @@ fn write(
         Err(e) => format!("not judged: {e}"),
     };
     let md = format!(
-        "# pvnet soak\n\n- started {started_utc} (revision {}), testbed {}, configuration {name}, {} guests ({} receive queue(s) at the port, {} ring slots), {:.0} s, a sample every {:.0} s\n- streams of {} s, one after another, {}: into the guests {} streams, {:.2} GB verified; out of them {} streams, {:.2} GB verified\n- the daemon's drops at the end: {}\n- load average at the end: {}\n- verdict: {verdict_text}\n\n`soak.csv` has every sample; `soak.svg` plots them.\n",
+        "# pvnet soak\n\n- started {started_utc} (revision {}), testbed {}, configuration {name}, {} guests ({} receive queue(s) at the port, {} ring slots), {:.0} s, a sample every {:.0} s\n- streams of {} s, one after another, {}: into the guests {} streams, {:.2} GB verified; out of them {} streams, {:.2} GB verified\n- transmit rates: {}\n- the daemon's drops at the end: {}\n- load average at the end: {}\n- verdict: {verdict_text}\n\n`soak.csv` has every sample; `soak.svg` plots them.\n",
         machine::REVISION,
         soaked.run_id,
         args.guests,
@@ -563,6 +568,14 @@ fn write(
         last.rx.bytes as f64 / 1e9,
         last.tx.streams,
         last.tx.bytes as f64 / 1e9,
+        if cfg.vif_rates.is_empty() {
+            "none".to_string()
+        } else {
+            (cfg.vif_rates.iter())
+                .map(|(i, r)| format!("g{i} {}", crate::format_rate(r)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
         soaked.drops.describe(),
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
     );
@@ -696,8 +709,23 @@ mod tests {
             config: config.into(),
             stream_seconds: 30.0,
             direction: Directions::Both,
+            vif_rate: Vec::new(),
             out: None,
         }
+    }
+
+    #[test]
+    fn the_soak_takes_rates_for_its_guests_and_checks_them() {
+        let mut a = args(4, "adaptive");
+        a.vif_rate = vec!["g1=200Mb/s".into(), "g3=1Gb/s@10ms".into()];
+        let (_, cfg) = testbed_config(&a).unwrap();
+        assert_eq!(
+            cfg.vif_rates.keys().copied().collect::<Vec<_>>(),
+            vec![1, 3]
+        );
+        a.vif_rate = vec!["g4=1Mb/s".into()];
+        let e = testbed_config(&a).unwrap_err().to_string();
+        assert!(e.contains("g0 to g3"), "{e}");
     }
 
     #[test]
