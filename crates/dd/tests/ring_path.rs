@@ -1052,6 +1052,44 @@ fn mock_well_formed_tx_including_gso_works() {
     assert_eq!(rsp.iter().filter(|r| r.status == NETIF_RSP_NULL).count(), 1);
 }
 
+/// A transmit rate through the mock guest (so that Miri runs the credit's stop over shared
+/// memory): the frames beyond the window's credit stay on the ring, unanswered, and go whole
+/// and in order once the clock reaches the next window.
+#[test]
+fn mock_tx_rate_leaves_requests_on_the_ring_until_the_next_window() {
+    let (mut m, mut nb) = mock();
+    let frames: Vec<Vec<u8>> = (0..3).map(|i| tcp4_frame(1000, i)).collect();
+    let len = frames[0].len() as u64;
+    // Two frames' worth a millisecond.
+    nb.set_tx_rate(Some(pvnet_dd::netback::credit::TxRate {
+        bytes: 2 * len,
+        usec: 1000,
+    }));
+    nb.set_now(5_000_000);
+    for (i, f) in frames.iter().enumerate() {
+        m.post_tx_frame(f, 0, None, i as u32, i as u16);
+    }
+    m.push_tx();
+    let mut got = Vec::new();
+    assert_eq!(nb.tx_poll(64, |p| got.push(p)), Ok(2));
+    assert_eq!(nb.tx_credit_wait(), Some(6_000_000));
+    assert_eq!(
+        m.take_tx_responses().unwrap().len(),
+        2,
+        "the third is not answered yet"
+    );
+    nb.set_now(6_000_000);
+    assert_eq!(nb.tx_poll(64, |p| got.push(p)), Ok(1));
+    assert_eq!(nb.tx_credit_wait(), None);
+    let heads: Vec<Vec<u8>> = got.iter().map(|p| p.to_vec()).collect();
+    assert_eq!(heads, frames);
+    assert_eq!(m.take_tx_responses().unwrap().len(), 1);
+    assert_eq!(
+        (nb.stats.tx_credit_waits, nb.stats.tx_credit_charged),
+        (1, 3 * len)
+    );
+}
+
 // ------------------------------------------------------------------------------ fuzz
 
 fn check_outcome(
