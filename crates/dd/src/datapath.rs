@@ -1434,17 +1434,18 @@ impl<P: Phy, C: Clock> DataPath<P, C> {
         let next = (self.vifs.values())
             .filter_map(|v| v.netback.tx_credit_wait())
             .min()?;
-        Some(std::time::Duration::from_nanos(
-            next.saturating_sub(self.clock.now_ns()),
-        ))
+        Some(self.ns_until(next))
     }
 
     /// How long vif `dom` waits for its next window, when its last TX poll ran out of credit.
     pub fn vif_credit_due(&self, dom: u16) -> Option<std::time::Duration> {
         let next = self.vifs.get(&dom)?.netback.tx_credit_wait()?;
-        Some(std::time::Duration::from_nanos(
-            next.saturating_sub(self.clock.now_ns()),
-        ))
+        Some(self.ns_until(next))
+    }
+
+    /// How long from now until `at` (ns on [`Clock::now_ns`]); zero when it has passed.
+    fn ns_until(&self, at: u64) -> std::time::Duration {
+        std::time::Duration::from_nanos(at.saturating_sub(self.clock.now_ns()))
     }
 
     /// Changes vif `dom`'s transmit rate (none: unlimited). False when it is not connected.

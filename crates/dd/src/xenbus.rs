@@ -18,6 +18,7 @@ use pvnet_hv::store::{Store, StoreError, XenbusState};
 use pvnet_hv::{DomId, GrantRef};
 use pvnet_netif::keys;
 
+use crate::netback::credit::{RateError, TxRate};
 use crate::netback::{Features, Mechanism};
 use crate::pool::PoolSpec;
 
@@ -257,6 +258,26 @@ pub fn read_frontend(store: &Store, dom: u16, port: u32) -> Result<FrontendConfi
 pub fn set_state(store: &mut Store, dom: u16, state: XenbusState) -> Result<(), StoreError> {
     let path = format!("{}/{}", backend_path(dom), keys::STATE);
     store.write(DomId::DRIVER, &path, &state.as_value())
+}
+
+/// The toolstack's side of a vif's transmit rate (xl's `rate=`): writes `rate` = `BYTES,USEC`
+/// in guest `dom`'s backend directory, or removes it (none: unlimited).
+pub fn write_rate(store: &mut Store, dom: u16, rate: Option<TxRate>) -> Result<(), StoreError> {
+    let path = format!("{}/{}", backend_path(dom), keys::RATE);
+    match rate {
+        Some(r) => store.write(DomId::DRIVER, &path, &r.to_key()),
+        None => store.rm(DomId::DRIVER, &path),
+    }
+}
+
+/// netback's side: the rate in guest `dom`'s backend directory, read when the frontend
+/// connects, as Linux netback does (none when the key is absent).
+pub fn read_rate(store: &Store, dom: u16) -> Result<Option<TxRate>, RateError> {
+    let path = format!("{}/{}", backend_path(dom), keys::RATE);
+    match store.read(DomId::DRIVER, &path).ok().flatten() {
+        Some(v) => TxRate::from_key(&v).map(Some),
+        None => Ok(None),
+    }
 }
 
 #[cfg(test)]

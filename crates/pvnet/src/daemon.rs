@@ -287,7 +287,8 @@ struct LateEoi {
     /// Spurious events in a row now.
     #[serde(skip)]
     spurious: u32,
-    /// When the channel is listened to again (while delayed).
+    /// When the channel is listened to again: after a delay, or when its guest's next credit
+    /// window starts (`Daemon::credit_wait`); the later of the two when both hold it.
     #[serde(skip)]
     resume_at: Option<Instant>,
 }
@@ -500,21 +501,6 @@ fn seqpacket_listener(path: &str) -> Result<OwnedFd> {
     socket::bind(fd.as_raw_fd(), &UnixAddr::new(path)?).with_context(|| format!("bind {path}"))?;
     socket::listen(&fd, socket::Backlog::new(16)?)?;
     Ok(fd)
-}
-
-/// Netback reads guest `dom`'s transmit rate from its backend directory at connect, as Linux
-/// netback does (the toolstack writes it; a value it cannot read leaves the vif unlimited, and
-/// says so).
-fn read_rate(store: &Store, dom: u16) -> Option<TxRate> {
-    let path = format!("{}/{}", xenbus::backend_path(dom), keys::RATE);
-    let v = store.read(DomId::DRIVER, &path).ok().flatten()?;
-    match TxRate::from_key(&v) {
-        Ok(r) => Some(r),
-        Err(e) => {
-            eprintln!("pvnet: vif {dom}: {e}: no rate limit");
-            None
-        }
-    }
 }
 
 fn accept(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
@@ -935,8 +921,8 @@ impl Daemon {
         w(st, format!("{be}/{}", keys::HANDLE), "0")?;
         w(st, format!("{be}/{}", keys::MAC), &format_mac(&mac))?;
         // xl's `rate=`: netback reads it when the frontend connects.
-        if let Some(r) = self.cfg.vif_rates.get(&(dom - 1)) {
-            w(st, format!("{be}/{}", keys::RATE), &r.to_key())?;
+        if let Some(&r) = self.cfg.vif_rates.get(&(dom - 1)) {
+            xenbus::write_rate(st, dom, Some(r))?;
         }
         xenbus::probe_offer(st, dom, self.cfg.grant)?;
         Ok(())
@@ -1913,7 +1899,11 @@ impl Daemon {
             persistent_max: l.persistent_grants,
             rx_queue_bytes: l.rx_queue_bytes,
             rx_queue_packets: l.rx_queue_packets,
-            tx_rate: read_rate(&self.store, dom),
+            // A value netback cannot read leaves the vif unlimited, and says so.
+            tx_rate: xenbus::read_rate(&self.store, dom).unwrap_or_else(|e| {
+                eprintln!("pvnet: vif {dom}: {e}: no rate limit");
+                None
+            }),
         };
         let evt = v
             .evtchn_back
@@ -2147,17 +2137,11 @@ impl Daemon {
     /// driver domain keeps it), in its backend directory, and in its netback if connected.
     fn set_vif_rate(&mut self, i: u16, rate: Option<TxRate>) {
         let dom = i + 1;
-        let path = format!("{}/{}", xenbus::backend_path(dom), keys::RATE);
         match rate {
-            Some(r) => {
-                self.cfg.vif_rates.insert(i, r);
-                let _ = self.store.write(DomId::DRIVER, &path, &r.to_key());
-            }
-            None => {
-                self.cfg.vif_rates.remove(&i);
-                let _ = self.store.rm(DomId::DRIVER, &path);
-            }
-        }
+            Some(r) => self.cfg.vif_rates.insert(i, r),
+            None => self.cfg.vif_rates.remove(&i),
+        };
+        let _ = xenbus::write_rate(&mut self.store, dom, rate);
         self.dp.set_vif_rate(dom, rate);
     }
 

@@ -375,26 +375,6 @@ fn parse_vif_rate(s: &str) -> Result<(Option<u16>, Option<TxRate>), String> {
     config::parse_vif_rate(s).map_err(|e| format!("{e:#}"))
 }
 
-/// A rate as `stat` and `set` print it: `100 Mbit/s @ 20 ms`.
-pub(crate) fn format_rate(r: &TxRate) -> String {
-    let bits = r.bits_per_sec();
-    let (v, unit) = if bits >= 1e9 {
-        (bits / 1e9, "Gbit/s")
-    } else if bits >= 1e6 {
-        (bits / 1e6, "Mbit/s")
-    } else if bits >= 1e3 {
-        (bits / 1e3, "kbit/s")
-    } else {
-        (bits, "bit/s")
-    };
-    let w = if r.usec.is_multiple_of(1000) {
-        format!("{} ms", r.usec / 1000)
-    } else {
-        format!("{} us", r.usec)
-    };
-    format!("{} {unit} @ {w}", (v * 1000.0).round() / 1000.0)
-}
-
 pub(crate) fn on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" | "1" | "true" | "yes" => Ok(true),
@@ -961,7 +941,7 @@ fn run(cli: Cli) -> Result<()> {
             );
             if !st.vif_rates.is_empty() {
                 let rates: Vec<String> = (st.vif_rates.iter())
-                    .map(|(i, r)| format!("g{i} {}", format_rate(r)))
+                    .map(|(i, r)| format!("g{i} {r}"))
                     .collect();
                 println!("pvnet: vif rates: {}", rates.join(", "));
             }
@@ -1202,8 +1182,7 @@ fn stat_text(v: &serde_json::Value) -> String {
                     .as_str()
                     .map(|f| format!(" ({f})"))
                     .unwrap_or_default(),
-                rate.map(|r| format!("  rate {}", format_rate(&r)))
-                    .unwrap_or_default()
+                rate.map(|r| format!("  rate {r}")).unwrap_or_default()
             );
             flat(&mut s, "  netback", &vif["netback"]);
             flat(&mut s, "  netfront", &vif["netfront"]);
@@ -1537,7 +1516,7 @@ mod tests {
 
     #[test]
     fn rates_print_in_the_unit_that_reads() {
-        let r = |b, u| super::format_rate(&TxRate { bytes: b, usec: u });
+        let r = |b, u| TxRate { bytes: b, usec: u }.to_string();
         assert_eq!(r(100_000, 100_000), "8 Mbit/s @ 100 ms");
         assert_eq!(r(187_500, 1500), "1 Gbit/s @ 1500 us");
         assert_eq!(r(6_250, 50_000), "1 Mbit/s @ 50 ms");

@@ -147,6 +147,28 @@ impl TxRate {
     }
 }
 
+/// As `stat` and `set` print a rate: `100 Mbit/s @ 20 ms`.
+impl std::fmt::Display for TxRate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bits = self.bits_per_sec();
+        let (v, unit) = if bits >= 1e9 {
+            (bits / 1e9, "Gbit/s")
+        } else if bits >= 1e6 {
+            (bits / 1e6, "Mbit/s")
+        } else if bits >= 1e3 {
+            (bits / 1e3, "kbit/s")
+        } else {
+            (bits, "bit/s")
+        };
+        let v = (v * 1000.0).round() / 1000.0;
+        if self.usec.is_multiple_of(1000) {
+            write!(f, "{v} {unit} @ {} ms", self.usec / 1000)
+        } else {
+            write!(f, "{v} {unit} @ {} us", self.usec)
+        }
+    }
+}
+
 /// A vif's credit: what is left of the current window, and when the window started.
 #[derive(Clone, Debug)]
 pub struct Credit {

@@ -572,7 +572,7 @@ fn write(
             "none".to_string()
         } else {
             (cfg.vif_rates.iter())
-                .map(|(i, r)| format!("g{i} {}", crate::format_rate(r)))
+                .map(|(i, r)| format!("g{i} {r}"))
                 .collect::<Vec<_>>()
                 .join(", ")
         },
