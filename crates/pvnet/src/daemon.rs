@@ -271,6 +271,8 @@ struct Vif {
     ctl_bucket: CtlBucket,
     /// Its event channel's delayed wakes after spurious events.
     late_eoi: LateEoi,
+    /// Its attach socket's `accept` failures ([`AcceptBackoff`]).
+    attach_backoff: AcceptBackoff,
 }
 
 /// Xen's "late EOI" for a backend's event channel (XSA-332): an event after which the backend
@@ -295,6 +297,56 @@ struct LateEoi {
 
 /// The longest delay [`LateEoi`] puts on a channel.
 const LATE_EOI_MAX: Duration = Duration::from_secs(1);
+
+/// A listening socket (the admin socket, a domain's attach socket) whose `accept` failed for
+/// want of a resource: descriptors (`EMFILE`, `ENFILE`) or kernel memory. The connection stays
+/// in the backlog, so the socket polls ready again at once; left in the level-triggered epoll
+/// set, it would keep the loop awake for as long as the shortage lasts. It leaves the set for
+/// [`ACCEPT_BACKOFF`] instead, and the connections waiting are taken when it comes back.
+#[derive(Clone, Debug, Default)]
+struct AcceptBackoff {
+    /// Times `accept` failed for want of a resource.
+    failures: u64,
+    /// When the socket goes back into the epoll set (while set aside).
+    resume_at: Option<Instant>,
+}
+
+/// How long a listener whose `accept` failed for want of a resource stays out of the epoll set.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// What a failed `accept` means for its listener.
+enum AcceptError {
+    /// Nothing more to take now (`EAGAIN`).
+    Empty,
+    /// That connection is gone, or a signal came: try the next.
+    Again,
+    /// A resource ran out: set the listener aside ([`AcceptBackoff`]).
+    Starved(io::Error),
+}
+
+impl AcceptError {
+    fn of(e: io::Error) -> AcceptError {
+        match e.raw_os_error() {
+            Some(libc::EAGAIN) => AcceptError::Empty,
+            Some(libc::ECONNABORTED | libc::EINTR | libc::EPROTO) => AcceptError::Again,
+            _ => AcceptError::Starved(e),
+        }
+    }
+}
+
+impl AcceptBackoff {
+    /// Records a failure of `what`'s `accept`; says so on the first of a run of them.
+    fn starved(&mut self, what: &str, e: &io::Error) {
+        if self.resume_at.is_none() {
+            eprintln!(
+                "pvnet: {what}: accept: {e}; trying again every {} ms",
+                ACCEPT_BACKOFF.as_millis()
+            );
+        }
+        self.failures += 1;
+        self.resume_at = Some(Instant::now() + ACCEPT_BACKOFF);
+    }
+}
 
 /// A guest's control socket (xenstore requests, its frontend's counters) is read at most
 /// [`CTL_RATE`] messages a second, in bursts of at most [`CTL_BURST`]: the daemon answers
@@ -465,6 +517,8 @@ pub struct Daemon {
     admin_conns: BTreeMap<u32, OwnedFd>,
     /// Admin connections closed to make room for a new one ([`ADMIN_CONNS_MAX`]).
     admin_evicted: u64,
+    /// The admin socket's `accept` failures ([`AcceptBackoff`]).
+    admin_backoff: AcceptBackoff,
     next_conn: u32,
     start: Instant,
     stopping: bool,
@@ -591,6 +645,7 @@ impl Daemon {
             admin,
             admin_conns: BTreeMap::new(),
             admin_evicted: 0,
+            admin_backoff: AcceptBackoff::default(),
             next_conn: 0,
             start: Instant::now(),
             stopping: false,
@@ -832,6 +887,7 @@ impl Daemon {
             ctl: Some(ctl_daemon),
             attach_end: None,
             attach_listener: None,
+            attach_backoff: AcceptBackoff::default(),
             evtchn_back: Some(back_end),
             stats: VifStats::default(),
             front_stats: FrontStats::default(),
@@ -1098,9 +1154,16 @@ impl Daemon {
             // Ports that are closed (their NIC gone, a restart that could not open them) are
             // tried again in time, and throttled control sockets go back in time.
             let next = (self.vifs.values())
-                .flat_map(|v| [v.ctl_bucket.resume_at, v.late_eoi.resume_at])
+                .flat_map(|v| {
+                    [
+                        v.ctl_bucket.resume_at,
+                        v.late_eoi.resume_at,
+                        v.attach_backoff.resume_at,
+                    ]
+                })
                 .flatten()
                 .chain(self.port.retry_at)
+                .chain(self.admin_backoff.resume_at)
                 .min();
             let wait = match next {
                 Some(at) => wait.min(at.saturating_duration_since(Instant::now())),
@@ -1384,6 +1447,16 @@ impl Daemon {
                         .add(sock.as_fd(), Token::GuestCtl(v.domid.0).event());
                 }
             }
+            if v.attach_backoff.resume_at.is_some_and(|at| at <= now) {
+                v.attach_backoff.resume_at = None;
+                if let Some((l, _)) = v.attach_listener.as_ref() {
+                    let _ = (self.ep).add(l.as_fd(), Token::Attach(v.domid.0).event());
+                }
+            }
+        }
+        if self.admin_backoff.resume_at.is_some_and(|at| at <= now) {
+            self.admin_backoff.resume_at = None;
+            let _ = self.ep.add(self.admin.as_fd(), Token::Admin.event());
         }
     }
 
@@ -1954,9 +2027,17 @@ impl Daemon {
         let Some((l, _)) = v.attach_listener.as_ref() else {
             return Ok(());
         };
-        let conn = match accept(l.as_fd()) {
-            Ok(c) => c,
-            Err(_) => return Ok(()),
+        let conn = loop {
+            match accept(l.as_fd()).map_err(AcceptError::of) {
+                Ok(c) => break c,
+                Err(AcceptError::Empty) => return Ok(()),
+                Err(AcceptError::Again) => continue,
+                Err(AcceptError::Starved(e)) => {
+                    let _ = self.ep.delete(l.as_fd());
+                    (v.attach_backoff).starved(&format!("domain {dom}'s attach socket"), &e);
+                    return Ok(());
+                }
+            }
         };
         if let Some(end) = v.attach_end.take() {
             // Hand the guest's end of the control socket to the external frontend.
@@ -1978,7 +2059,17 @@ impl Daemon {
     }
 
     fn admin_accept(&mut self) {
-        while let Ok(c) = accept(self.admin.as_fd()) {
+        loop {
+            let c = match accept(self.admin.as_fd()).map_err(AcceptError::of) {
+                Ok(c) => c,
+                Err(AcceptError::Empty) => return,
+                Err(AcceptError::Again) => continue,
+                Err(AcceptError::Starved(e)) => {
+                    let _ = self.ep.delete(self.admin.as_fd());
+                    self.admin_backoff.starved("the admin socket", &e);
+                    return;
+                }
+            };
             // A client that opens connections and never closes them would take every
             // descriptor the daemon may have, and then `accept` would fail and the listener
             // poll ready for ever. The oldest (the lowest id) makes room instead.
@@ -2209,6 +2300,7 @@ impl Daemon {
                     "netfront": v.front_stats,
                     "ctl": v.ctl_bucket,
                     "late_eoi": v.late_eoi,
+                    "attach_accept_failures": v.attach_backoff.failures,
                     // The transmit rate the vif runs now (null: unlimited).
                     "rate": self.dp.netback(v.domid.0).and_then(Netback::tx_rate).map(|r| json!({
                         "bytes": r.bytes, "usec": r.usec, "bits_per_sec": r.bits_per_sec(),
@@ -2261,8 +2353,10 @@ impl Daemon {
             "capture": self.capture_json(),
             "vifs": vifs,
             "reclaimed": self.reclaimed,
-            // Admin connections open now, and those closed to make room (ADMIN_CONNS_MAX).
-            "admin": {"connections": self.admin_conns.len(), "evicted": self.admin_evicted},
+            // Admin connections open now, those closed to make room (ADMIN_CONNS_MAX), and
+            // the `accept`s that failed for want of a resource (AcceptBackoff).
+            "admin": {"connections": self.admin_conns.len(), "evicted": self.admin_evicted,
+                      "accept_failures": self.admin_backoff.failures},
             "restart": self.restarts,
             // The ports lost with the NIC or a restart, and opened again (docs/restart.md).
             "port": port,
