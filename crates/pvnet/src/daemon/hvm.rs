@@ -361,13 +361,21 @@ impl HvmDomain {
             let _ = ctl::send(s.as_fd(), &ToHvm::Shutdown, &[]);
         }
         reap(self.guest.as_mut(), deadline);
-        // The last counters, if they came.
-        self.guest_messages();
+        // The last counters, if they came (behind at most a few batches: its process is gone).
+        for _ in 0..DRAIN_MAX {
+            if !self.guest_messages() {
+                break;
+            }
+        }
         if let Some(s) = self.dm_ctl.as_ref() {
             let _ = ctl::send(s.as_fd(), &ToDm::Shutdown, &[]);
         }
         reap(self.dm.as_mut(), deadline);
-        self.dm_messages();
+        for _ in 0..DRAIN_MAX {
+            if !self.dm_messages() {
+                break;
+            }
+        }
         self.guest = None;
         self.dm = None;
     }
@@ -406,17 +414,55 @@ fn reap(child: Option<&mut Child>, deadline: Instant) {
     }
 }
 
-/// Hands every message waiting on control socket `sock` to `on`. False when the socket is
-/// absent, closed or broken.
+/// Messages [`drain`] takes from one control socket per wake. The emulation's processes send
+/// a handful (Ready, their counters twice a second); one that sent without pause would
+/// otherwise hold the data path's thread in its socket. The rest wait for the next pass of
+/// the loop (the socket stays ready: level-triggered), behind the other domains' work.
+const DRAIN_MAX: usize = 64;
+
+/// Hands the messages waiting on control socket `sock` to `on`, at most [`DRAIN_MAX`]. False
+/// when the socket is absent, closed or broken.
 fn drain<M: serde::de::DeserializeOwned>(sock: Option<&OwnedFd>, mut on: impl FnMut(M)) -> bool {
     let Some(s) = sock else {
         return false;
     };
-    loop {
+    for _ in 0..DRAIN_MAX {
         match ctl::try_recv::<M>(s.as_fd()) {
             Ok(Some((m, _))) => on(m),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
             Ok(None) | Err(_) => return false,
         }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+
+    #[test]
+    fn drain_takes_at_most_drain_max_messages_a_wake_in_order_then_sees_the_close() {
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap();
+        let sent = DRAIN_MAX as u32 + 36;
+        for i in 0..sent {
+            ctl::send(theirs.as_fd(), &i, &[]).unwrap();
+        }
+        drop(theirs);
+        let mut got = Vec::new();
+        assert!(drain(Some(&ours), |m: u32| got.push(m)), "still open");
+        assert_eq!(got.len(), DRAIN_MAX, "one wake's worth");
+        assert!(
+            !drain(Some(&ours), |m: u32| got.push(m)),
+            "closed after the rest"
+        );
+        assert_eq!(got, (0..sent).collect::<Vec<_>>());
+        assert!(!drain::<u32>(None, |_| {}), "no socket");
     }
 }
