@@ -2283,9 +2283,13 @@ impl Daemon {
                     .then(|| std::io::Error::from_raw_os_error(s.last_socket_errno).to_string()),
             })
         });
-        // The ports' life, and whether the physical port is on the data path now.
+        // The ports' life, and whether the physical port is on the data path now (null under
+        // `--mode linux`: the kernel forwards, and pvnet opens no port).
         let mut port = serde_json::to_value(&self.port).unwrap_or_default();
-        port["open"] = self.dp.phy().is_some().into();
+        port["open"] = match self.cfg.mode {
+            Mode::Linux => serde_json::Value::Null,
+            _ => self.dp.phy().is_some().into(),
+        };
         let vifs: Vec<serde_json::Value> = self
             .vifs
             .values()

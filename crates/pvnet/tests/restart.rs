@@ -161,6 +161,9 @@ fn restart_dd_is_refused_without_a_driver_domain() {
         &["restart-dd", "--id", &run.id],
         "no driver domain to restart",
     );
+    // Nor a port: `stat` does not call it closed (false is a port that failed).
+    let st = run.stat();
+    assert!(st["port"]["open"].is_null(), "{}", st["port"]);
 }
 
 /// The run's driver-domain namespace and the name of its NIC (the veth end the port opens).
