@@ -33,13 +33,6 @@ fn a_client_that_leaks_admin_connections_is_held_to_64_and_stat_still_answers() 
     ping(&run, "remote", "10.77.0.10", 2);
 }
 
-/// The daemon's pid, from its run directory.
-fn daemon_pid(run: &Run) -> i32 {
-    let info = std::fs::read_to_string(format!("/run/pvnet/{}/info.json", run.id)).unwrap();
-    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
-    info["pid"].as_i64().expect("pid") as i32
-}
-
 /// Sets process `pid`'s soft limit on open descriptors; returns the limits it had.
 fn set_nofile(pid: i32, soft: u64, hard: u64) -> libc::rlimit {
     let new = libc::rlimit {
@@ -75,7 +68,7 @@ fn an_admin_socket_that_cannot_accept_is_set_aside_and_its_clients_served_after(
     }
     let run = Run::up(&[]);
     let path = format!("/run/pvnet/{}/ctl.sock", run.id);
-    let pid = daemon_pid(&run);
+    let pid = run.info()["pid"].as_i64().expect("the daemon's pid") as i32;
     let passes = |st: &serde_json::Value| u(&st["daemon"]["loop_passes"]);
     let before = run.stat();
     assert_eq!(

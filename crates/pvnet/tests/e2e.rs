@@ -742,10 +742,7 @@ fn datagrams_to_g1(run: &Run, n: usize) {
 fn stop_g1(run: &Run) -> Stopped {
     let o = run.exec("remote", &["perf", "ping", "10.77.0.11", "--count", "1"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let info: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(format!("/run/pvnet/{}/info.json", run.id)).unwrap(),
-    )
-    .unwrap();
+    let info = run.info();
     let g1 = nix::unistd::Pid::from_raw(info["guest_pids"][1].as_i64().unwrap() as i32);
     nix::sys::signal::kill(g1, nix::sys::signal::Signal::SIGSTOP).unwrap();
     Stopped(g1)

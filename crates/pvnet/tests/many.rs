@@ -81,10 +81,7 @@ fn a_killed_guest_is_reclaimed_and_the_others_go_on() {
         return;
     }
     let run = Run::up(&["--guests", "2"]);
-    let info: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(format!("/run/pvnet/{}/info.json", run.id)).unwrap(),
-    )
-    .unwrap();
+    let info = run.info();
     let victim = info["guest_pids"][1].as_i64().expect("guest 1's pid") as i32;
     let bytes = 1024 * MIB;
     // The stream towards the guest that dies runs as its own processes: its sender can only

@@ -115,10 +115,7 @@ fn a_guest_that_dies_during_a_restart_is_reclaimed_and_the_restart_completes() {
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;
     let run = Run::up(&["--guests", "2"]);
-    let info: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(format!("/run/pvnet/{}/info.json", run.id)).unwrap(),
-    )
-    .unwrap();
+    let info = run.info();
     let victim = Pid::from_raw(info["guest_pids"][1].as_i64().expect("guest 1's pid") as i32);
     // Guest 1 cannot answer its backend's going: it is stopped.
     kill(victim, Signal::SIGSTOP).expect("stop guest 1");

@@ -103,6 +103,13 @@ impl Run {
     pub fn stat(&self) -> serde_json::Value {
         serde_json::from_str(&ok(&["stat", "--id", &self.id, "--json"])).expect("stat json")
     }
+
+    /// The run's `info.json`: the daemon's pid (`pid`), the guests' (`guest_pids`), ...
+    pub fn info(&self) -> serde_json::Value {
+        let path = format!("/run/pvnet/{}/info.json", self.id);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
 }
 
 impl Drop for Run {
