@@ -309,42 +309,54 @@ struct AcceptBackoff {
     failures: u64,
     /// When the socket goes back into the epoll set (while set aside).
     resume_at: Option<Instant>,
+    /// The last `accept` failed for want of a resource: the shortage has been said.
+    failing: bool,
 }
 
 /// How long a listener whose `accept` failed for want of a resource stays out of the epoll set.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// What a failed `accept` means for its listener.
-enum AcceptError {
-    /// Nothing more to take now (`EAGAIN`).
-    Empty,
-    /// That connection is gone, or a signal came: try the next.
-    Again,
-    /// A resource ran out: set the listener aside ([`AcceptBackoff`]).
-    Starved(io::Error),
-}
-
-impl AcceptError {
-    fn of(e: io::Error) -> AcceptError {
-        match e.raw_os_error() {
-            Some(libc::EAGAIN) => AcceptError::Empty,
-            Some(libc::ECONNABORTED | libc::EINTR | libc::EPROTO) => AcceptError::Again,
-            _ => AcceptError::Starved(e),
-        }
-    }
-}
-
 impl AcceptBackoff {
-    /// Records a failure of `what`'s `accept`; says so on the first of a run of them.
-    fn starved(&mut self, what: &str, e: &io::Error) {
-        if self.resume_at.is_none() {
-            eprintln!(
-                "pvnet: {what}: accept: {e}; trying again every {} ms",
-                ACCEPT_BACKOFF.as_millis()
-            );
+    /// The next connection waiting on listener `l`, if there is one. When `accept` fails for
+    /// want of a resource, `l` leaves `ep` for [`ACCEPT_BACKOFF`] (`resume_at`), and the first
+    /// failure of a shortage is said in the log, naming the listener (`what`).
+    fn accept(
+        &mut self,
+        ep: &Epoll,
+        l: BorrowedFd<'_>,
+        what: impl FnOnce() -> String,
+    ) -> Option<OwnedFd> {
+        loop {
+            let e = match accept(l) {
+                Ok(c) => {
+                    self.failing = false;
+                    return Some(c);
+                }
+                Err(e) => e,
+            };
+            match e.raw_os_error() {
+                Some(libc::EAGAIN) => {
+                    self.failing = false;
+                    return None;
+                }
+                // That connection is gone, or a signal came: take the next.
+                Some(libc::ECONNABORTED | libc::EINTR | libc::EPROTO) => continue,
+                _ => {
+                    let _ = ep.delete(l);
+                    if !self.failing {
+                        eprintln!(
+                            "pvnet: {}: accept: {e}; trying again every {} ms",
+                            what(),
+                            ACCEPT_BACKOFF.as_millis()
+                        );
+                    }
+                    self.failing = true;
+                    self.failures += 1;
+                    self.resume_at = Some(Instant::now() + ACCEPT_BACKOFF);
+                    return None;
+                }
+            }
         }
-        self.failures += 1;
-        self.resume_at = Some(Instant::now() + ACCEPT_BACKOFF);
     }
 }
 
@@ -1433,29 +1445,34 @@ impl Daemon {
     fn resume_set_aside(&mut self) {
         let now = Instant::now();
         for v in self.vifs.values_mut() {
-            if v.late_eoi.resume_at.is_some_and(|at| at <= now) {
-                v.late_eoi.resume_at = None;
+            if v.late_eoi.resume_at.take_if(|at| *at <= now).is_some() {
                 if let Some(nb) = self.dp.netback(v.domid.0) {
                     let _ = (self.ep).add(nb.evtchn().wait_fd(), Token::Evtchn(v.domid.0).event());
                 }
             }
-            if v.ctl_bucket.resume_at.is_some_and(|at| at <= now) {
-                v.ctl_bucket.resume_at = None;
+            if v.ctl_bucket.resume_at.take_if(|at| *at <= now).is_some() {
                 if let Some(sock) = v.ctl.as_ref() {
                     let _ = self
                         .ep
                         .add(sock.as_fd(), Token::GuestCtl(v.domid.0).event());
                 }
             }
-            if v.attach_backoff.resume_at.is_some_and(|at| at <= now) {
-                v.attach_backoff.resume_at = None;
+            if v.attach_backoff
+                .resume_at
+                .take_if(|at| *at <= now)
+                .is_some()
+            {
                 if let Some((l, _)) = v.attach_listener.as_ref() {
                     let _ = (self.ep).add(l.as_fd(), Token::Attach(v.domid.0).event());
                 }
             }
         }
-        if self.admin_backoff.resume_at.is_some_and(|at| at <= now) {
-            self.admin_backoff.resume_at = None;
+        if self
+            .admin_backoff
+            .resume_at
+            .take_if(|at| *at <= now)
+            .is_some()
+        {
             let _ = self.ep.add(self.admin.as_fd(), Token::Admin.event());
         }
     }
@@ -2027,17 +2044,9 @@ impl Daemon {
         let Some((l, _)) = v.attach_listener.as_ref() else {
             return Ok(());
         };
-        let conn = loop {
-            match accept(l.as_fd()).map_err(AcceptError::of) {
-                Ok(c) => break c,
-                Err(AcceptError::Empty) => return Ok(()),
-                Err(AcceptError::Again) => continue,
-                Err(AcceptError::Starved(e)) => {
-                    let _ = self.ep.delete(l.as_fd());
-                    (v.attach_backoff).starved(&format!("domain {dom}'s attach socket"), &e);
-                    return Ok(());
-                }
-            }
+        let what = || format!("domain {dom}'s attach socket");
+        let Some(conn) = v.attach_backoff.accept(&self.ep, l.as_fd(), what) else {
+            return Ok(());
         };
         if let Some(end) = v.attach_end.take() {
             // Hand the guest's end of the control socket to the external frontend.
@@ -2059,17 +2068,8 @@ impl Daemon {
     }
 
     fn admin_accept(&mut self) {
-        loop {
-            let c = match accept(self.admin.as_fd()).map_err(AcceptError::of) {
-                Ok(c) => c,
-                Err(AcceptError::Empty) => return,
-                Err(AcceptError::Again) => continue,
-                Err(AcceptError::Starved(e)) => {
-                    let _ = self.ep.delete(self.admin.as_fd());
-                    self.admin_backoff.starved("the admin socket", &e);
-                    return;
-                }
-            };
+        let what = || "the admin socket".to_string();
+        while let Some(c) = (self.admin_backoff).accept(&self.ep, self.admin.as_fd(), what) {
             // A client that opens connections and never closes them would take every
             // descriptor the daemon may have, and then `accept` would fail and the listener
             // poll ready for ever. The oldest (the lowest id) makes room instead.

@@ -362,20 +362,12 @@ impl HvmDomain {
         }
         reap(self.guest.as_mut(), deadline);
         // The last counters, if they came (behind at most a few batches: its process is gone).
-        for _ in 0..DRAIN_MAX {
-            if !self.guest_messages() {
-                break;
-            }
-        }
+        drain_batches(|| self.guest_messages());
         if let Some(s) = self.dm_ctl.as_ref() {
             let _ = ctl::send(s.as_fd(), &ToDm::Shutdown, &[]);
         }
         reap(self.dm.as_mut(), deadline);
-        for _ in 0..DRAIN_MAX {
-            if !self.dm_messages() {
-                break;
-            }
-        }
+        drain_batches(|| self.dm_messages());
         self.guest = None;
         self.dm = None;
     }
@@ -419,6 +411,16 @@ fn reap(child: Option<&mut Child>, deadline: Instant) {
 /// otherwise hold the data path's thread in its socket. The rest wait for the next pass of
 /// the loop (the socket stays ready: level-triggered), behind the other domains' work.
 const DRAIN_MAX: usize = 64;
+
+/// Calls `batch` (one [`drain`] of a socket) until it says the socket is closed, at most
+/// [`DRAIN_MAX`] times: a process that is gone left at most that much behind it.
+fn drain_batches(mut batch: impl FnMut() -> bool) {
+    for _ in 0..DRAIN_MAX {
+        if !batch() {
+            break;
+        }
+    }
+}
 
 /// Hands the messages waiting on control socket `sock` to `on`, at most [`DRAIN_MAX`]. False
 /// when the socket is absent, closed or broken.
